@@ -1,0 +1,60 @@
+# hpusim: every set-up step a fresh machine needs, and the two entry points
+# `make train` (the main job) and `make test` (every test).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
+export GOFLAGS ?= -mod=mod
+# Use both cores for the build and for pytest workers.
+JOBS ?= 2
+
+.PHONY: all setup system-deps venv build train test test-go test-py bench clean
+
+all: build
+
+# Debian packages: OpenBLAS for GEMM (cgo) and graphviz for graph dumps.
+system-deps:
+	@if ! dpkg -s libopenblas-dev >/dev/null 2>&1 || ! command -v dot >/dev/null 2>&1; then \
+		echo "installing libopenblas-dev graphviz"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas-dev graphviz >/dev/null; \
+	fi
+
+# The Python environment: pinned torch from PyPI (pip's cache keeps re-installs fast).
+$(VENV)/.installed: requirements.txt
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip==25.3
+	$(PIP) install -q -r requirements.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Go modules, the Go core, the C++ glue against the installed torch, hl-smi, and the
+# editable install that registers the torch.backends entry point.
+build: system-deps venv
+	go mod download
+	$(PY) setup.py -q build_native
+	$(PIP) install -q --no-build-isolation --no-deps -e .
+
+setup: build
+
+# The main job: a real training run on the emulated HPU.
+train: build
+	$(PY) examples/train_digits.py
+
+test: build test-go test-py
+
+test-go:
+	go vet ./...
+	test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
+	go test ./...
+
+test-py:
+	$(PY) -m pytest -q -n $(JOBS) tests
+
+bench: build
+	$(PY) bench/run.py
+
+clean:
+	rm -rf build python/habana_frameworks/torch/lib *.egg-info python/*.egg-info

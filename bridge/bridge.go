@@ -1,0 +1,95 @@
+// Package bridge is the op layer between the C ABI and the kernels: a table of named ops
+// and the executor that runs them (eagerly for now; lazy recording builds on the same table).
+package bridge
+
+import (
+	"fmt"
+	"sync"
+
+	"hpusim/kernels"
+)
+
+// Call is one op invocation: tensors (outputs first, by each op's convention), integer
+// and floating attributes.
+type Call struct {
+	T []kernels.Tensor
+	I []int64
+	F []float64
+}
+
+// Kernel runs an op.
+type Kernel func(c *Call) error
+
+// Op is a registered operation.
+type Op struct {
+	ID      int
+	Name    string
+	Tensors int // exact tensor count, or -1 when variadic
+	Run     Kernel
+}
+
+var (
+	mu     sync.RWMutex
+	ops    []*Op
+	byName = map[string]*Op{}
+)
+
+// Register adds an op; names are unique. Called from init functions only.
+func Register(name string, tensors int, k Kernel) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := byName[name]; dup {
+		panic("bridge: duplicate op " + name)
+	}
+	op := &Op{ID: len(ops), Name: name, Tensors: tensors, Run: k}
+	ops = append(ops, op)
+	byName[name] = op
+}
+
+// Lookup resolves an op name to its id.
+func Lookup(name string) (int, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	op, ok := byName[name]
+	if !ok {
+		return -1, false
+	}
+	return op.ID, true
+}
+
+// Names lists every registered op, in id order.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]string, len(ops))
+	for i, op := range ops {
+		out[i] = op.Name
+	}
+	return out
+}
+
+// Execute validates a call and runs it.
+func Execute(id int, c *Call) error {
+	mu.RLock()
+	if id < 0 || id >= len(ops) {
+		mu.RUnlock()
+		return fmt.Errorf("unknown op handle %d", id)
+	}
+	op := ops[id]
+	mu.RUnlock()
+	if op.Tensors >= 0 && len(c.T) != op.Tensors {
+		return fmt.Errorf("%s: expected %d tensors, got %d", op.Name, op.Tensors, len(c.T))
+	}
+	for i, t := range c.T {
+		if err := t.Validate(); err != nil {
+			return fmt.Errorf("%s: tensor %d: %v", op.Name, i, err)
+		}
+	}
+	if err := op.Run(c); err != nil {
+		return fmt.Errorf("%s: %v", op.Name, err)
+	}
+	return nil
+}
+
+// Synchronize waits for queued device work. Eager execution has none queued.
+func Synchronize(dev int) error { return nil }

@@ -1,0 +1,298 @@
+// Command capi is the C ABI of hpusim, built with -buildmode=c-shared. Every export
+// returns an integer status (0 ok, nonzero error) and never lets a Go panic cross into C;
+// the message of the last error on the calling OS thread is read with hpusim_last_error.
+package main
+
+/*
+#include <stdint.h>
+#include <string.h>
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"hpusim/bridge"
+	"hpusim/device"
+	"hpusim/kernels"
+)
+
+func main() {}
+
+const (
+	statusOK    = 0
+	statusError = 1
+	statusOOM   = 2
+)
+
+var lastErr sync.Map // OS thread id -> string
+
+func setErr(err error) C.int {
+	lastErr.Store(syscall.Gettid(), err.Error())
+	if _, ok := err.(*device.OOMError); ok {
+		return statusOOM
+	}
+	return statusError
+}
+
+// guard turns a panic into an error status; use as `defer guard(&rc)`.
+func guard(rc *C.int) {
+	if r := recover(); r != nil {
+		msg := fmt.Sprint(r)
+		if kp, ok := r.(kernels.KernelPanic); ok {
+			msg = kp.Error()
+		} else {
+			msg = "kernel panic: " + msg
+		}
+		*rc = setErr(fmt.Errorf("%s", msg))
+	}
+}
+
+//export hpusim_last_error
+func hpusim_last_error(buf *C.char, n C.int) C.int {
+	v, ok := lastErr.Load(syscall.Gettid())
+	if !ok || buf == nil || n <= 0 {
+		return 0
+	}
+	msg := v.(string)
+	if len(msg) > int(n)-1 {
+		msg = msg[:int(n)-1]
+	}
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+	copy(dst, msg)
+	dst[len(msg)] = 0
+	return C.int(len(msg))
+}
+
+//export hpusim_init
+func hpusim_init() (rc C.int) {
+	defer guard(&rc)
+	if _, err := device.Init(); err != nil {
+		return setErr(err)
+	}
+	return statusOK
+}
+
+//export hpusim_device_count
+func hpusim_device_count() C.int { return C.int(device.Count()) }
+
+//export hpusim_device_name
+func hpusim_device_name(dev C.int, buf *C.char, n C.int) (rc C.int) {
+	defer guard(&rc)
+	d, err := device.Get(int(dev))
+	if err != nil {
+		return setErr(err)
+	}
+	if buf == nil || n <= 0 {
+		return setErr(fmt.Errorf("null buffer"))
+	}
+	name := d.Gen.Name()
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+	k := copy(dst[:n-1], name)
+	dst[k] = 0
+	return statusOK
+}
+
+//export hpusim_alloc
+func hpusim_alloc(dev C.int, nbytes C.int64_t, out *unsafe.Pointer) (rc C.int) {
+	defer guard(&rc)
+	if out == nil {
+		return setErr(fmt.Errorf("hpusim_alloc: null output pointer"))
+	}
+	d, err := device.Get(int(dev))
+	if err != nil {
+		return setErr(err)
+	}
+	p, err := d.Alloc(int64(nbytes))
+	if err != nil {
+		return setErr(err)
+	}
+	*out = p
+	return statusOK
+}
+
+//export hpusim_free
+func hpusim_free(p unsafe.Pointer) (rc C.int) {
+	defer guard(&rc)
+	if err := device.Free(p); err != nil {
+		return setErr(err)
+	}
+	return statusOK
+}
+
+// hpusim_memory_stats writes the 8 counters in device.Stats field order.
+//
+//export hpusim_memory_stats
+func hpusim_memory_stats(dev C.int, out *C.int64_t) (rc C.int) {
+	defer guard(&rc)
+	d, err := device.Get(int(dev))
+	if err != nil {
+		return setErr(err)
+	}
+	if out == nil {
+		return setErr(fmt.Errorf("null output pointer"))
+	}
+	s := d.Stats()
+	vals := []int64{s.Limit, s.InUse, s.MaxInUse, s.NumAllocs, s.NumFrees, s.MaxAllocSize, s.TotalSystemAllocs, s.TotalSystemFrees}
+	copy(unsafe.Slice((*int64)(unsafe.Pointer(out)), len(vals)), vals)
+	return statusOK
+}
+
+//export hpusim_reset_peak
+func hpusim_reset_peak(dev C.int) (rc C.int) {
+	defer guard(&rc)
+	d, err := device.Get(int(dev))
+	if err != nil {
+		return setErr(err)
+	}
+	d.ResetPeak()
+	return statusOK
+}
+
+//export hpusim_reset_accumulated
+func hpusim_reset_accumulated(dev C.int) (rc C.int) {
+	defer guard(&rc)
+	d, err := device.Get(int(dev))
+	if err != nil {
+		return setErr(err)
+	}
+	d.ResetAccumulated()
+	return statusOK
+}
+
+// hpusim_check_dtype rejects dtypes the emulated generation does not support, with the
+// bridge's messages.
+//
+//export hpusim_check_dtype
+func hpusim_check_dtype(dtype C.int) (rc C.int) {
+	defer guard(&rc)
+	cfg, _ := device.Init()
+	switch kernels.DType(dtype) {
+	case 8, 9, 10: // complex
+		return setErr(fmt.Errorf("Complex datatype is not supported on HPU device."))
+	case kernels.Float16:
+		if cfg.Gen == device.Gaudi {
+			return setErr(fmt.Errorf("Expected false to be true, but got false.  float16/half is not supported on Gaudi."))
+		}
+	}
+	if !kernels.DType(dtype).Valid() {
+		return setErr(fmt.Errorf("dtype code %d is not supported on HPU device", int(dtype)))
+	}
+	return statusOK
+}
+
+//export hpusim_synchronize
+func hpusim_synchronize(dev C.int) (rc C.int) {
+	defer guard(&rc)
+	if err := bridge.Synchronize(int(dev)); err != nil {
+		return setErr(err)
+	}
+	return statusOK
+}
+
+//export hpusim_op_id
+func hpusim_op_id(name *C.char) C.int {
+	if name == nil {
+		return -1
+	}
+	id, ok := bridge.Lookup(C.GoString(name))
+	if !ok {
+		return -1
+	}
+	return C.int(id)
+}
+
+// hpusim_op_names writes the registered op names, newline-separated; returns the length
+// needed (call again with a larger buffer if it exceeds n).
+//
+//export hpusim_op_names
+func hpusim_op_names(buf *C.char, n C.int) C.int {
+	s := ""
+	for i, name := range bridge.Names() {
+		if i > 0 {
+			s += "\n"
+		}
+		s += name
+	}
+	if buf != nil && int(n) > len(s) {
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+		copy(dst, s)
+		dst[len(s)] = 0
+	}
+	return C.int(len(s))
+}
+
+const maxDims = 64
+
+// decodeCall reads the frame [ntensors, {ptr, dtype, ndim, sizes.., strides..}.., nints, ints..]
+// and nf floats.
+func decodeCall(desc *C.int64_t, ndesc C.int, fl *C.double, nf C.int) (*bridge.Call, error) {
+	if ndesc < 0 || nf < 0 || (ndesc > 0 && desc == nil) || (nf > 0 && fl == nil) {
+		return nil, fmt.Errorf("invalid call frame")
+	}
+	w := unsafe.Slice((*int64)(unsafe.Pointer(desc)), int(ndesc))
+	pos := 0
+	next := func() (int64, error) {
+		if pos >= len(w) {
+			return 0, fmt.Errorf("truncated call frame")
+		}
+		pos++
+		return w[pos-1], nil
+	}
+	nt, err := next()
+	if err != nil {
+		return nil, err
+	}
+	if nt < 0 || nt > 4096 {
+		return nil, fmt.Errorf("invalid tensor count %d", nt)
+	}
+	c := &bridge.Call{T: make([]kernels.Tensor, nt)}
+	for i := range c.T {
+		if pos >= len(w) {
+			return nil, fmt.Errorf("truncated call frame")
+		}
+		// The frame slot holds a raw address; reinterpret it in place (no uintptr round trip).
+		ptr := *(*unsafe.Pointer)(unsafe.Pointer(&w[pos]))
+		pos++
+		dt, _ := next()
+		nd, err := next()
+		if err != nil {
+			return nil, err
+		}
+		if nd < 0 || nd > maxDims || pos+2*int(nd) > len(w) {
+			return nil, fmt.Errorf("invalid tensor %d descriptor (ndim %d)", i, nd)
+		}
+		t := kernels.Tensor{Ptr: ptr, DType: kernels.DType(dt)}
+		t.Sizes = append([]int64(nil), w[pos:pos+int(nd)]...)
+		t.Strides = append([]int64(nil), w[pos+int(nd):pos+2*int(nd)]...)
+		pos += 2 * int(nd)
+		c.T[i] = t
+	}
+	if pos < len(w) {
+		ni, _ := next()
+		if ni < 0 || pos+int(ni) > len(w) {
+			return nil, fmt.Errorf("invalid attribute count %d", ni)
+		}
+		c.I = append([]int64(nil), w[pos:pos+int(ni)]...)
+	}
+	if nf > 0 {
+		c.F = append([]float64(nil), unsafe.Slice((*float64)(unsafe.Pointer(fl)), int(nf))...)
+	}
+	return c, nil
+}
+
+//export hpusim_run
+func hpusim_run(op C.int, desc *C.int64_t, ndesc C.int, fl *C.double, nf C.int) (rc C.int) {
+	defer guard(&rc)
+	c, err := decodeCall(desc, ndesc, fl, nf)
+	if err != nil {
+		return setErr(err)
+	}
+	if err := bridge.Execute(int(op), c); err != nil {
+		return setErr(err)
+	}
+	return statusOK
+}

@@ -1,0 +1,284 @@
+// Package device emulates Gaudi device memory (HBM): C-allocated host memory owned by Go,
+// labelled as HPU, with the bridge's allocator statistics and out-of-memory behaviour.
+package device
+
+/*
+#include <stdlib.h>
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// Generation is a Gaudi device generation.
+type Generation int
+
+const (
+	Gaudi Generation = iota + 1
+	Gaudi2
+	Gaudi3
+)
+
+const gib = int64(1) << 30
+
+// Name is the string synDeviceGetName returns, exactly as the bridge reports it.
+func (g Generation) Name() string {
+	switch g {
+	case Gaudi:
+		return "GAUDI"
+	case Gaudi3:
+		return "GAUDI3"
+	default:
+		return "GAUDI2"
+	}
+}
+
+// DefaultCapacity is the HBM size of a generation.
+func (g Generation) DefaultCapacity() int64 {
+	switch g {
+	case Gaudi:
+		return 32 * gib
+	case Gaudi3:
+		return 128 * gib
+	default:
+		return 96 * gib
+	}
+}
+
+// Stats are the bridge's memory_stats counters, in the bridge's key order.
+type Stats struct {
+	Limit, InUse, MaxInUse, NumAllocs, NumFrees, MaxAllocSize, TotalSystemAllocs, TotalSystemFrees int64
+}
+
+// Device is one emulated card.
+type Device struct {
+	Index int
+	Gen   Generation
+	mu    sync.Mutex
+	stats Stats
+	live  map[uintptr]int64
+}
+
+// Config is read once from the environment.
+type Config struct {
+	Gen      Generation
+	Capacity int64
+	Count    int
+}
+
+var (
+	once    sync.Once
+	devices []*Device
+	cfg     Config
+	cfgErr  error
+	// owner maps every live pointer to its device, so Free needs no device argument.
+	ownerMu sync.Mutex
+	owner   = map[uintptr]*Device{}
+)
+
+// ParseGeneration accepts GAUDI, GAUDI2, GAUDI3 (any case, also "gaudi1" and "1"/"2"/"3").
+func ParseGeneration(s string) (Generation, error) {
+	switch strings.ToUpper(strings.TrimSpace(s)) {
+	case "GAUDI", "GAUDI1", "1":
+		return Gaudi, nil
+	case "", "GAUDI2", "2":
+		return Gaudi2, nil
+	case "GAUDI3", "3":
+		return Gaudi3, nil
+	}
+	return 0, fmt.Errorf("HPUSIM_DEVICE_TYPE=%q: expected GAUDI, GAUDI2 or GAUDI3", s)
+}
+
+// ParseSize reads a byte count with an optional K/M/G/T suffix (binary units), e.g. "512MB", "2GiB".
+func ParseSize(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult != 1 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("invalid memory size %q", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+func loadConfig() {
+	gen, err := ParseGeneration(os.Getenv("HPUSIM_DEVICE_TYPE"))
+	if err != nil {
+		cfgErr = err
+		gen = Gaudi2
+	}
+	cfg = Config{Gen: gen, Capacity: gen.DefaultCapacity(), Count: 1}
+	if s := os.Getenv("HPUSIM_MEMORY_LIMIT"); s != "" {
+		if c, err := ParseSize(s); err != nil {
+			cfgErr = fmt.Errorf("HPUSIM_MEMORY_LIMIT: %v", err)
+		} else {
+			cfg.Capacity = c
+		}
+	}
+	if s := os.Getenv("HPUSIM_DEVICE_COUNT"); s != "" {
+		if n, err := strconv.Atoi(s); err != nil || n < 0 || n > 8 {
+			cfgErr = fmt.Errorf("HPUSIM_DEVICE_COUNT=%q: expected 0..8", s)
+		} else {
+			cfg.Count = n
+		}
+	}
+	devices = make([]*Device, cfg.Count)
+	for i := range devices {
+		devices[i] = &Device{Index: i, Gen: cfg.Gen, live: map[uintptr]int64{}}
+		devices[i].stats.Limit = cfg.Capacity
+	}
+}
+
+// Init reads the configuration (once) and reports a configuration error, if any.
+func Init() (Config, error) {
+	once.Do(loadConfig)
+	return cfg, cfgErr
+}
+
+// Count is the number of emulated devices.
+func Count() int { Init(); return len(devices) }
+
+// Get returns device i, or an error naming the bridge's assertion for a bad index.
+func Get(i int) (*Device, error) {
+	Init()
+	if i < 0 || i >= len(devices) {
+		return nil, fmt.Errorf("Invalid device id")
+	}
+	return devices[i], nil
+}
+
+// OOMError is the bridge's allocation failure.
+type OOMError struct{ Size int64 }
+
+func (e *OOMError) Error() string {
+	return fmt.Sprintf("[Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::%d (%d)MB", e.Size, e.Size>>20)
+}
+
+const alignment = 64
+
+// Alloc returns nbytes of zero-initialised-by-nobody device memory (64-byte aligned).
+func (d *Device) Alloc(nbytes int64) (unsafe.Pointer, error) {
+	if nbytes < 0 {
+		return nil, fmt.Errorf("negative allocation size %d", nbytes)
+	}
+	if nbytes == 0 {
+		return nil, nil
+	}
+	d.mu.Lock()
+	if d.stats.InUse+nbytes > d.stats.Limit {
+		d.mu.Unlock()
+		return nil, &OOMError{Size: nbytes}
+	}
+	d.stats.InUse += nbytes // reserve before the malloc so concurrent allocs respect Limit
+	d.mu.Unlock()
+
+	rounded := (nbytes + alignment - 1) / alignment * alignment
+	p := C.aligned_alloc(alignment, C.size_t(rounded))
+	if p == nil {
+		d.mu.Lock()
+		d.stats.InUse -= nbytes
+		d.mu.Unlock()
+		return nil, &OOMError{Size: nbytes}
+	}
+	d.mu.Lock()
+	d.live[uintptr(p)] = nbytes
+	s := &d.stats
+	s.NumAllocs++
+	s.TotalSystemAllocs++
+	if s.InUse > s.MaxInUse {
+		s.MaxInUse = s.InUse
+	}
+	if nbytes > s.MaxAllocSize {
+		s.MaxAllocSize = nbytes
+	}
+	d.mu.Unlock()
+	ownerMu.Lock()
+	owner[uintptr(p)] = d
+	ownerMu.Unlock()
+	return p, nil
+}
+
+// Free releases memory from Alloc. Unknown pointers are reported, never freed.
+func Free(p unsafe.Pointer) error {
+	if p == nil {
+		return nil
+	}
+	ownerMu.Lock()
+	d, ok := owner[uintptr(p)]
+	delete(owner, uintptr(p))
+	ownerMu.Unlock()
+	if !ok {
+		return fmt.Errorf("free of unknown device pointer %#x", uintptr(p))
+	}
+	d.mu.Lock()
+	n := d.live[uintptr(p)]
+	delete(d.live, uintptr(p))
+	d.stats.InUse -= n
+	d.stats.NumFrees++
+	d.stats.TotalSystemFrees++
+	d.mu.Unlock()
+	C.free(p)
+	return nil
+}
+
+// Owns reports whether p lies inside a live allocation (used to validate raw pointers).
+func Owns(p uintptr, nbytes int64) bool {
+	ownerMu.Lock()
+	defer ownerMu.Unlock()
+	for base, d := range owner {
+		if p >= base {
+			d.mu.Lock()
+			n := d.live[base]
+			d.mu.Unlock()
+			if int64(p-base)+nbytes <= n {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Stats returns a snapshot of the counters.
+func (d *Device) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stats
+}
+
+// ResetPeak sets MaxInUse to the current InUse.
+func (d *Device) ResetPeak() {
+	d.mu.Lock()
+	d.stats.MaxInUse = d.stats.InUse
+	d.mu.Unlock()
+}
+
+// ResetAccumulated clears the allocation and free counters.
+func (d *Device) ResetAccumulated() {
+	d.mu.Lock()
+	live := int64(len(d.live))
+	d.stats.NumAllocs, d.stats.NumFrees = live, 0
+	d.stats.TotalSystemAllocs, d.stats.TotalSystemFrees = live, 0
+	d.stats.MaxAllocSize = 0
+	d.mu.Unlock()
+}

@@ -1,0 +1,3 @@
+module hpusim
+
+go 1.24

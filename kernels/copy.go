@@ -1,0 +1,223 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Copy writes src into dst elementwise, converting dtypes the way PyTorch's copy_ does.
+// Shapes must match exactly (broadcasting is the caller's job: pass src with 0 strides).
+func Copy(dst, src Tensor) error {
+	if err := dst.Validate(); err != nil {
+		return fmt.Errorf("copy: destination: %v", err)
+	}
+	if err := src.Validate(); err != nil {
+		return fmt.Errorf("copy: source: %v", err)
+	}
+	if len(dst.Sizes) != len(src.Sizes) {
+		return fmt.Errorf("copy: shape mismatch %v vs %v", dst.Sizes, src.Sizes)
+	}
+	for i := range dst.Sizes {
+		if dst.Sizes[i] != src.Sizes[i] {
+			return fmt.Errorf("copy: shape mismatch %v vs %v", dst.Sizes, src.Sizes)
+		}
+	}
+	l := newLayout(dst.Sizes, [][]int64{dst.Strides, src.Strides}, []int{dst.DType.Size(), src.DType.Size()})
+	l.run([]unsafe.Pointer{dst.Ptr, src.Ptr}, 1, convertRow(dst.DType, src.DType))
+	return nil
+}
+
+func convertRow(dt, st DType) rowFunc {
+	if dt == st {
+		es := int64(dt.Size())
+		return func(p []unsafe.Pointer, s []int64, n int64) {
+			if s[0] == es && s[1] == es {
+				copy(unsafe.Slice((*byte)(p[0]), n*es), unsafe.Slice((*byte)(p[1]), n*es))
+				return
+			}
+			switch es {
+			case 1:
+				stridedCopy[uint8](p, s, n)
+			case 2:
+				stridedCopy[uint16](p, s, n)
+			case 4:
+				stridedCopy[uint32](p, s, n)
+			default:
+				stridedCopy[uint64](p, s, n)
+			}
+		}
+	}
+	if dt == BFloat16 && st == Float32 {
+		return func(p []unsafe.Pointer, s []int64, n int64) {
+			for i := int64(0); i < n; i++ {
+				*(*uint16)(at(p[0], i*s[0])) = F32ToBF16(*(*float32)(at(p[1], i*s[1])))
+			}
+		}
+	}
+	if dt == Float32 && st == BFloat16 {
+		return func(p []unsafe.Pointer, s []int64, n int64) {
+			for i := int64(0); i < n; i++ {
+				*(*float32)(at(p[0], i*s[0])) = BF16ToF32(*(*uint16)(at(p[1], i*s[1])))
+			}
+		}
+	}
+	integral := !dt.IsFloat() && !st.IsFloat()
+	return func(p []unsafe.Pointer, s []int64, n int64) {
+		const chunk = 512
+		if integral {
+			var buf [chunk]int64
+			for lo := int64(0); lo < n; lo += chunk {
+				m := min(chunk, n-lo)
+				loadInt(buf[:m], st, at(p[1], lo*s[1]), s[1])
+				storeInt(at(p[0], lo*s[0]), s[0], dt, buf[:m])
+			}
+			return
+		}
+		var buf [chunk]float64
+		for lo := int64(0); lo < n; lo += chunk {
+			m := min(chunk, n-lo)
+			loadFloat(buf[:m], st, at(p[1], lo*s[1]), s[1])
+			storeFloat(at(p[0], lo*s[0]), s[0], dt, buf[:m])
+		}
+	}
+}
+
+func stridedCopy[T any](p []unsafe.Pointer, s []int64, n int64) {
+	for i := int64(0); i < n; i++ {
+		*(*T)(at(p[0], i*s[0])) = *(*T)(at(p[1], i*s[1]))
+	}
+}
+
+func loadFloat(buf []float64, dt DType, p unsafe.Pointer, s int64) {
+	for i := range buf {
+		q := at(p, int64(i)*s)
+		switch dt {
+		case Float32:
+			buf[i] = float64(*(*float32)(q))
+		case Float64:
+			buf[i] = *(*float64)(q)
+		case BFloat16:
+			buf[i] = float64(BF16ToF32(*(*uint16)(q)))
+		case Float16:
+			buf[i] = float64(F16ToF32(*(*uint16)(q)))
+		case Int8:
+			buf[i] = float64(*(*int8)(q))
+		case Uint8:
+			buf[i] = float64(*(*uint8)(q))
+		case Int16:
+			buf[i] = float64(*(*int16)(q))
+		case Int32:
+			buf[i] = float64(*(*int32)(q))
+		case Int64:
+			buf[i] = float64(*(*int64)(q))
+		case Bool:
+			buf[i] = float64(*(*uint8)(q) & 1)
+		}
+	}
+}
+
+func storeFloat(p unsafe.Pointer, s int64, dt DType, buf []float64) {
+	for i, v := range buf {
+		q := at(p, int64(i)*s)
+		switch dt {
+		case Float32:
+			*(*float32)(q) = float32(v)
+		case Float64:
+			*(*float64)(q) = v
+		case BFloat16:
+			*(*uint16)(q) = F32ToBF16(float32(v))
+		case Float16:
+			*(*uint16)(q) = F32ToF16(float32(v))
+		case Bool:
+			*(*uint8)(q) = b2u(v != 0)
+		default:
+			storeOneInt(q, dt, floatToInt64(v))
+		}
+	}
+}
+
+// floatToInt64 truncates toward zero as a C cast does; NaN and out-of-range give
+// math.MinInt64, which is what x86's cvttsd2si produces.
+func floatToInt64(v float64) int64 {
+	if math.IsNaN(v) || v >= 9.223372036854775807e18 || v < -9.223372036854775808e18 {
+		return math.MinInt64
+	}
+	return int64(v)
+}
+
+func loadInt(buf []int64, dt DType, p unsafe.Pointer, s int64) {
+	for i := range buf {
+		q := at(p, int64(i)*s)
+		switch dt {
+		case Int8:
+			buf[i] = int64(*(*int8)(q))
+		case Uint8:
+			buf[i] = int64(*(*uint8)(q))
+		case Int16:
+			buf[i] = int64(*(*int16)(q))
+		case Int32:
+			buf[i] = int64(*(*int32)(q))
+		case Int64:
+			buf[i] = *(*int64)(q)
+		case Bool:
+			buf[i] = int64(*(*uint8)(q) & 1)
+		}
+	}
+}
+
+func storeInt(p unsafe.Pointer, s int64, dt DType, buf []int64) {
+	for i, v := range buf {
+		q := at(p, int64(i)*s)
+		if dt == Bool {
+			*(*uint8)(q) = b2u(v != 0)
+			continue
+		}
+		storeOneInt(q, dt, v)
+	}
+}
+
+func storeOneInt(q unsafe.Pointer, dt DType, v int64) {
+	switch dt {
+	case Int8:
+		*(*int8)(q) = int8(v)
+	case Uint8:
+		*(*uint8)(q) = uint8(v)
+	case Int16:
+		*(*int16)(q) = int16(v)
+	case Int32:
+		*(*int32)(q) = int32(v)
+	case Int64:
+		*(*int64)(q) = v
+	}
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Fill writes one value into every element of dst. The value arrives as float64 for
+// floating dtypes and as int64 for integral ones, so large integers stay exact.
+func Fill(dst Tensor, f float64, i int64, isInt bool) error {
+	if err := dst.Validate(); err != nil {
+		return fmt.Errorf("fill: %v", err)
+	}
+	// Build the element once, then replicate its bytes.
+	var elem [8]byte
+	e := unsafe.Pointer(&elem[0])
+	switch {
+	case dst.DType.IsFloat() && isInt:
+		storeFloat(e, 0, dst.DType, []float64{float64(i)})
+	case dst.DType.IsFloat():
+		storeFloat(e, 0, dst.DType, []float64{f})
+	case isInt:
+		storeInt(e, 0, dst.DType, []int64{i})
+	default:
+		storeFloat(e, 0, dst.DType, []float64{f})
+	}
+	src := Tensor{Ptr: e, DType: dst.DType, Sizes: dst.Sizes, Strides: make([]int64, len(dst.Sizes))}
+	return Copy(dst, src)
+}

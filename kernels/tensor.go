@@ -1,0 +1,109 @@
+// Package kernels holds the tensor kernels that run on emulated device memory.
+// Tensors arrive as raw descriptors (pointer, dtype, sizes, strides in elements);
+// kernels never allocate device memory themselves.
+package kernels
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// DType codes are PyTorch's c10::ScalarType numbers, so every layer speaks one numbering.
+type DType int32
+
+const (
+	Uint8    DType = 0
+	Int8     DType = 1
+	Int16    DType = 2
+	Int32    DType = 3
+	Int64    DType = 4
+	Float16  DType = 5
+	Float32  DType = 6
+	Float64  DType = 7
+	Bool     DType = 11
+	BFloat16 DType = 15
+)
+
+var dtypeInfo = map[DType]struct {
+	name string
+	size int
+}{
+	Uint8: {"uint8", 1}, Int8: {"int8", 1}, Int16: {"int16", 2}, Int32: {"int32", 4},
+	Int64: {"int64", 8}, Float16: {"float16", 2}, Float32: {"float32", 4},
+	Float64: {"float64", 8}, Bool: {"bool", 1}, BFloat16: {"bfloat16", 2},
+}
+
+// Valid reports whether the dtype is one the emulator stores.
+func (d DType) Valid() bool { _, ok := dtypeInfo[d]; return ok }
+
+// Size is the element size in bytes.
+func (d DType) Size() int { return dtypeInfo[d].size }
+
+func (d DType) String() string {
+	if i, ok := dtypeInfo[d]; ok {
+		return i.name
+	}
+	return fmt.Sprintf("dtype(%d)", int32(d))
+}
+
+// IsFloat reports floating-point dtypes.
+func (d DType) IsFloat() bool {
+	return d == Float16 || d == Float32 || d == Float64 || d == BFloat16
+}
+
+// Tensor is a strided view of device (or host) memory. Ptr addresses element [0,...,0].
+type Tensor struct {
+	Ptr     unsafe.Pointer
+	DType   DType
+	Sizes   []int64
+	Strides []int64
+}
+
+// Numel is the number of elements.
+func (t Tensor) Numel() int64 {
+	n := int64(1)
+	for _, s := range t.Sizes {
+		n *= s
+	}
+	return n
+}
+
+// Dim is the number of dimensions.
+func (t Tensor) Dim() int { return len(t.Sizes) }
+
+// IsContiguous reports row-major contiguity (size-1 dims may have any stride).
+func (t Tensor) IsContiguous() bool {
+	expect := int64(1)
+	for i := len(t.Sizes) - 1; i >= 0; i-- {
+		if t.Sizes[i] == 1 {
+			continue
+		}
+		if t.Strides[i] != expect {
+			return false
+		}
+		expect *= t.Sizes[i]
+	}
+	return true
+}
+
+// Validate checks the descriptor itself (not the memory it points at).
+func (t Tensor) Validate() error {
+	if !t.DType.Valid() {
+		return fmt.Errorf("unsupported dtype code %d", int32(t.DType))
+	}
+	if len(t.Sizes) != len(t.Strides) {
+		return fmt.Errorf("sizes and strides differ in length")
+	}
+	for _, s := range t.Sizes {
+		if s < 0 {
+			return fmt.Errorf("negative size %d", s)
+		}
+	}
+	if t.Ptr == nil && t.Numel() > 0 {
+		return fmt.Errorf("null data pointer for a tensor of %d elements", t.Numel())
+	}
+	return nil
+}
+
+// at returns the address of the element with linear byte offset off.
+func at(p unsafe.Pointer, off int64) unsafe.Pointer { return unsafe.Add(p, off) }

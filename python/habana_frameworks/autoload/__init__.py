@@ -1,0 +1,18 @@
+"""torch.backends entry point: `import torch` alone makes `hpu` usable in eager mode.
+
+As in the bridge, autoload is on by default in eager mode and off in lazy mode unless
+PT_HPU_AUTOLOAD=1.
+"""
+import os
+
+
+def __autoload() -> None:
+    lazy = os.getenv("PT_HPU_LAZY_MODE", "0") not in ("0", "")
+    if lazy and os.getenv("PT_HPU_AUTOLOAD", "0").lower() not in ("1", "true", "yes"):
+        return
+    try:
+        import habana_frameworks.torch  # noqa: F401
+    except ImportError as e:
+        # A broken install must not break `import torch` for every program in the env.
+        import warnings
+        warnings.warn(f"hpusim: hpu device not available: {e}")

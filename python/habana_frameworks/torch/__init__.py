@@ -1,0 +1,57 @@
+"""habana_frameworks.torch, emulated by hpusim on an ordinary x86-64 machine.
+
+Importing it loads the Go core and the C++ glue (device guard, hooks, allocator), installs
+the HPU op dispatch, and registers `torch.hpu`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+import torch  # noqa: E402
+
+from . import _native  # noqa: E402
+
+_native.load()
+
+from ._ops import registry as _registry  # noqa: E402
+
+_registry.install()
+
+from . import core, hpu  # noqa: E402,F401
+from .utils import internal as _internal  # noqa: E402
+
+__version__ = "1.21.0.1"
+
+if _internal.lazy_requested() and not _internal.is_lazy():
+    logging.getLogger(__name__).warning(
+        "PT_HPU_LAZY_MODE=1 was requested, but this hpusim build executes eagerly; "
+        "mark_step() is a no-op. (warning logged once)")
+
+
+def _probe_autograd_accelerator() -> None:
+    """Newer torch releases route autograd through `at::getAccelerator()`, which needs the
+    HPU hooks to report a device. Run one tiny backward; turn the hooks on only if needed."""
+    from ._ops import fallback
+
+    def attempt() -> None:
+        with fallback.quiet():
+            x = torch.ones(2, device="hpu", requires_grad=True)
+            x.view(2).backward(torch.ones(2, device="hpu"))
+
+    try:
+        attempt()
+        return
+    except RuntimeError as e:
+        first = e
+    _native.glue().hpusim_glue_set_has_hpu(1)
+    try:
+        attempt()
+    except RuntimeError as e:
+        _native.glue().hpusim_glue_set_has_hpu(0)
+        raise RuntimeError(f"hpusim: autograd on hpu does not work with this torch: {first}") from e
+
+
+_probe_autograd_accelerator()

@@ -1,0 +1,184 @@
+"""ctypes binding to the Go core (libhpusim.so) and the C++ glue (libhpu_glue.so).
+
+Every call checks the status code; errors become Python exceptions carrying the Go
+message, so nothing from the native side can crash the interpreter.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from array import array
+from typing import Iterable, Sequence
+
+import torch
+
+LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
+
+# c10::ScalarType codes, shared with the Go side.
+DTYPE_CODE = {
+    torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4,
+    torch.float16: 5, torch.float32: 6, torch.float64: 7, torch.bool: 11, torch.bfloat16: 15,
+}
+
+_go: ctypes.CDLL | None = None
+_glue: ctypes.CDLL | None = None
+_load_lock = threading.Lock()
+
+
+class NativeError(RuntimeError):
+    """An error reported by the Go core."""
+
+
+def _bind(lib: ctypes.CDLL) -> None:
+    i64p = ctypes.POINTER(ctypes.c_int64)
+    sigs = {
+        "hpusim_init": ([], ctypes.c_int),
+        "hpusim_device_count": ([], ctypes.c_int),
+        "hpusim_device_name": ([ctypes.c_int, ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
+        "hpusim_alloc": ([ctypes.c_int, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int),
+        "hpusim_free": ([ctypes.c_void_p], ctypes.c_int),
+        "hpusim_memory_stats": ([ctypes.c_int, i64p], ctypes.c_int),
+        "hpusim_reset_peak": ([ctypes.c_int], ctypes.c_int),
+        "hpusim_reset_accumulated": ([ctypes.c_int], ctypes.c_int),
+        "hpusim_check_dtype": ([ctypes.c_int], ctypes.c_int),
+        "hpusim_synchronize": ([ctypes.c_int], ctypes.c_int),
+        "hpusim_op_id": ([ctypes.c_char_p], ctypes.c_int),
+        "hpusim_op_names": ([ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
+        "hpusim_run": ([ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int], ctypes.c_int),
+        "hpusim_last_error": ([ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
+    }
+    for name, (args, res) in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = res
+
+
+def load() -> ctypes.CDLL:
+    """Load the Go core and the glue once. The glue's static initialisers register the
+    HPU device guard, hooks and allocator, so this must run before the first backward."""
+    global _go, _glue
+    with _load_lock:
+        if _go is not None:
+            return _go
+        go_path = os.path.join(LIB_DIR, "libhpusim.so")
+        glue_path = os.path.join(LIB_DIR, "libhpu_glue.so")
+        for p in (go_path, glue_path):
+            if not os.path.exists(p):
+                raise ImportError(
+                    f"hpusim native library {p} is missing; build it with `make build` "
+                    "(or reinstall the package)")
+        go = ctypes.CDLL(go_path, mode=ctypes.RTLD_GLOBAL)
+        _bind(go)
+        _go = go
+        check(go.hpusim_init())
+        _glue = ctypes.CDLL(glue_path, mode=ctypes.RTLD_GLOBAL)
+        _glue.hpusim_glue_set_has_hpu.argtypes = [ctypes.c_int]
+        return go
+
+
+def go() -> ctypes.CDLL:
+    return _go if _go is not None else load()
+
+
+def glue() -> ctypes.CDLL:
+    if _glue is None:
+        load()
+    assert _glue is not None
+    return _glue
+
+
+def last_error() -> str:
+    buf = ctypes.create_string_buffer(4096)
+    go().hpusim_last_error(buf, len(buf))
+    return buf.value.decode(errors="replace")
+
+
+def check(rc: int) -> None:
+    if rc != 0:
+        raise NativeError(last_error())
+
+
+def device_count() -> int:
+    return int(go().hpusim_device_count())
+
+
+def device_name(index: int) -> str:
+    buf = ctypes.create_string_buffer(64)
+    rc = go().hpusim_device_name(index, buf, len(buf))
+    if rc != 0:
+        raise AssertionError(last_error())
+    return buf.value.decode()
+
+
+STAT_KEYS = ("Limit", "InUse", "MaxInUse", "NumAllocs", "NumFrees", "MaxAllocSize",
+             "TotalSystemAllocs", "TotalSystemFrees")
+
+
+def memory_stats(index: int) -> dict[str, int]:
+    out = (ctypes.c_int64 * len(STAT_KEYS))()
+    if go().hpusim_memory_stats(index, out) != 0:
+        raise AssertionError(last_error())
+    return dict(zip(STAT_KEYS, (int(v) for v in out)))
+
+
+def reset_peak(index: int) -> None:
+    if go().hpusim_reset_peak(index) != 0:
+        raise AssertionError(last_error())
+
+
+def reset_accumulated(index: int) -> None:
+    if go().hpusim_reset_accumulated(index) != 0:
+        raise AssertionError(last_error())
+
+
+def synchronize(index: int) -> None:
+    check(go().hpusim_synchronize(index))
+
+
+_op_ids: dict[str, int] = {}
+
+
+def op_id(name: str) -> int:
+    oid = _op_ids.get(name)
+    if oid is None:
+        oid = int(go().hpusim_op_id(name.encode()))
+        if oid < 0:
+            raise NativeError(f"unknown native op {name!r}")
+        _op_ids[name] = oid
+    return oid
+
+
+def op_names() -> list[str]:
+    n = go().hpusim_op_names(None, 0)
+    buf = ctypes.create_string_buffer(n + 1)
+    go().hpusim_op_names(buf, n + 1)
+    return buf.value.decode().split("\n") if n else []
+
+
+def run(name: str, tensors: Sequence[torch.Tensor], ints: Iterable[int] = (),
+        floats: Sequence[float] = ()) -> None:
+    """Run a Go op over tensors (outputs first, by the op's convention). No data is copied:
+    Go reads and writes the tensors' memory in place."""
+    frame = array("q", (len(tensors),))
+    for t in tensors:
+        frame.append(t.data_ptr())
+        frame.append(DTYPE_CODE[t.dtype])
+        frame.append(t.dim())
+        frame.extend(t.shape)
+        frame.extend(t.stride())
+    ints = tuple(ints)
+    frame.append(len(ints))
+    frame.extend(ints)
+    fl = array("d", floats)
+    fptr = fl.buffer_info()[0] if len(fl) else None
+    rc = go().hpusim_run(op_id(name), frame.buffer_info()[0], len(frame), fptr, len(fl))
+    if rc != 0:
+        raise NativeError(last_error())
+
+
+def run_raw(op: int, frame: array, floats: array | None = None) -> int:
+    """Unchecked entry for tests of C ABI misuse: returns the status code."""
+    fptr = floats.buffer_info()[0] if floats is not None and len(floats) else None
+    return int(go().hpusim_run(op, frame.buffer_info()[0] if len(frame) else None, len(frame),
+                               fptr, len(floats) if floats is not None else 0))

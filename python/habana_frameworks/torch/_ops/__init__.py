@@ -1,0 +1,7 @@
+"""Op dispatch for the HPU key: native ops lowered to the Go core, CPU fallback for the rest.
+
+Lowering modules register themselves with `registry.native`; importing this package
+imports them all.
+"""
+from . import registry  # noqa: F401
+from . import memory_ops  # noqa: F401

@@ -1,0 +1,66 @@
+"""Registry of native HPU ops and the boxed fallback installed at the HPU dispatch key.
+
+A lowering is a Python function with the aten overload's own signature that computes the
+result through the Go core (`_native.run`). It may raise `NotNative` to hand a call it
+cannot serve (an unsupported dtype, say) to the CPU fallback.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from . import fallback
+
+_NATIVE: dict[Any, Callable[..., Any]] = {}
+
+
+class NotNative(Exception):
+    """Raised by a lowering to send this call to the CPU fallback."""
+
+
+def _resolve(name: str):
+    ns, _, rest = name.partition("::")
+    base, _, overload = rest.partition(".")
+    packet = getattr(getattr(torch.ops, ns), base)
+    return getattr(packet, overload or "default")
+
+
+def native(*names: str):
+    """Register the decorated lowering for the given aten overloads ("aten::add.Tensor")."""
+    def deco(fn):
+        for n in names:
+            _NATIVE[_resolve(n)] = fn
+        return fn
+    return deco
+
+
+def is_native(op) -> bool:
+    return op in _NATIVE
+
+
+def native_ops() -> list[str]:
+    return sorted(str(op) for op in _NATIVE)
+
+
+def hpu_kernel(op, *args, **kwargs):
+    """The boxed kernel for every aten op at the HPU key without a C++ kernel."""
+    fallback.check_devices(op, args, kwargs)
+    fn = _NATIVE.get(op)
+    if fn is not None:
+        try:
+            return fn(*args, **kwargs)
+        except NotNative:
+            pass
+    return fallback.run_on_cpu(op, args, kwargs)
+
+
+_lib: torch.library.Library | None = None
+
+
+def install() -> None:
+    """Install the fallback once; the Library object must stay alive for it to stay."""
+    global _lib
+    if _lib is None:
+        _lib = torch.library.Library("_", "IMPL")
+        _lib.fallback(hpu_kernel, "HPU")

@@ -1,0 +1,51 @@
+"""`habana_frameworks.torch.core` (htcore): registers torch.hpu, mark_step and friends."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from habana_frameworks.torch import hpu
+from habana_frameworks.torch.utils.internal import is_lazy, lazy_only  # noqa: F401
+
+from . import step_closure  # noqa: F401
+
+if not hasattr(torch, "hpu"):
+    torch._register_device_module("hpu", hpu)
+
+os.environ.setdefault("HABANA_PROFILE", "profile_api_light")
+
+
+@lazy_only
+def add_step_closure(closure, args=(), run_async=False):
+    step_closure.add_step_closure(closure, args, run_async)
+
+
+@lazy_only
+def mark_step(device_str: str = "", sync: bool = False):
+    step_closure.mark_step(device_str, sync)
+
+
+@lazy_only
+def iter_mark_step():
+    step_closure.mark_step()
+
+
+def _wrap_manual_seed() -> None:
+    """As in the bridge, torch.manual_seed also seeds the hpu generator."""
+    original = torch.manual_seed
+    if getattr(original, "_hpusim_wrapped", False):
+        return
+
+    def manual_seed(seed):
+        gen = original(seed)
+        hpu.manual_seed_all(int(seed))
+        return gen
+
+    manual_seed._hpusim_wrapped = True  # type: ignore[attr-defined]
+    manual_seed.__doc__ = original.__doc__
+    torch.manual_seed = manual_seed
+    torch.random.manual_seed = manual_seed
+
+
+_wrap_manual_seed()

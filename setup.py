@@ -1,0 +1,92 @@
+"""Packaging for hpusim's `habana-torch-plugin` distribution.
+
+Building compiles the native parts against what is installed on this machine: the Go core
+(`go build -buildmode=c-shared`), the C++ glue against the installed torch's headers and
+ABI, and the `hl-smi` program.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import Command, find_namespace_packages, setup
+from setuptools.command.build_py import build_py
+
+ROOT = Path(__file__).resolve().parent
+LIB = ROOT / "python" / "habana_frameworks" / "torch" / "lib"
+GLUE_SRC = ROOT / "python" / "habana_frameworks" / "torch" / "csrc" / "hpu_glue.cpp"
+VERSION = "1.21.0.1"
+
+
+def _run(cmd, **kw):
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    subprocess.run([str(c) for c in cmd], check=True, **kw)
+
+
+def build_native(force: bool = False) -> None:
+    LIB.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, CGO_ENABLED="1")
+    _run(["go", "build", "-buildmode=c-shared", "-o", LIB / "libhpusim.so", "./capi"], cwd=ROOT, env=env)
+    _run(["go", "build", "-o", LIB / "hl-smi", "./cmd/hl-smi"], cwd=ROOT, env=env)
+
+    # Importing torch would autoload this very package, whose glue is what we are building.
+    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    import torch
+    from torch.utils import cpp_extension
+
+    glue = LIB / "libhpu_glue.so"
+    stamp = LIB / "libhpu_glue.torch-version"
+    fresh = (glue.exists() and stamp.exists() and stamp.read_text() == torch.__version__
+             and glue.stat().st_mtime > GLUE_SRC.stat().st_mtime)
+    if fresh and not force:
+        return
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    cmd = ["g++", "-O2", "-std=c++17", "-fPIC", "-shared", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+           "-Wno-deprecated-declarations"]
+    for inc in cpp_extension.include_paths():
+        cmd += ["-isystem", inc]
+    cmd += [GLUE_SRC, "-o", glue, "-L", LIB, "-lhpusim"]
+    for libdir in cpp_extension.library_paths():
+        cmd += ["-L", libdir, f"-Wl,-rpath,{libdir}"]
+    cmd += ["-lc10", "-ltorch_cpu", "-Wl,-rpath,$ORIGIN"]
+    _run(cmd)
+    stamp.write_text(torch.__version__)
+
+
+class BuildNative(Command):
+    description = "build the Go core, the C++ glue and hl-smi"
+    user_options = [("force", "f", "rebuild the glue even if it looks fresh")]
+
+    def initialize_options(self):
+        self.force = False
+
+    def finalize_options(self):
+        pass
+
+    def run(self):
+        build_native(bool(self.force))
+
+
+class BuildPy(build_py):
+    def run(self):
+        build_native()
+        super().run()
+
+
+setup(
+    name="habana-torch-plugin",
+    version=VERSION,
+    description="hpusim: an emulation of Intel Gaudi's PyTorch bridge (habana_frameworks.torch) on any x86-64 Linux machine",
+    package_dir={"": "python"},
+    packages=find_namespace_packages(where="python", include=["habana_frameworks", "habana_frameworks.*"]),
+    package_data={"habana_frameworks.torch": ["lib/*.so", "lib/hl-smi", "csrc/*.cpp"]},
+    python_requires=">=3.10",
+    install_requires=["torch"],
+    entry_points={
+        "torch.backends": ["device_backend = habana_frameworks.autoload:__autoload"],
+        "console_scripts": ["hl-smi = habana_frameworks.torch.utils.hl_smi:main"],
+    },
+    cmdclass={"build_native": BuildNative, "build_py": BuildPy},
+    zip_safe=False,
+)
