@@ -13,7 +13,8 @@ from typing import Iterable, Sequence
 
 import torch
 
-LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
+# HPUSIM_LIB_DIR lets a developer load a private build (the glue and the Go core must sit together).
+LIB_DIR = os.environ.get("HPUSIM_LIB_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
 
 # c10::ScalarType codes, shared with the Go side.
 DTYPE_CODE = {

@@ -5,3 +5,7 @@ imports them all.
 """
 from . import registry  # noqa: F401
 from . import memory_ops  # noqa: F401
+from . import elementwise  # noqa: F401
+from . import reduction  # noqa: F401
+from . import linalg  # noqa: F401
+from . import nn_ops  # noqa: F401

@@ -186,10 +186,26 @@ def _to_device(v, device):
     return v
 
 
+# Ops that exist only for out-of-tree devices: torch routes hpu convolutions to the
+# "overrideable" variants, which have no CPU kernel, so the host runs their generic forms.
+_HOST_EQUIVALENT = {
+    "aten::convolution_overrideable": lambda: torch.ops.aten.convolution.default,
+    "aten::convolution_backward_overrideable": lambda: _conv_backward_on_host,
+}
+
+
+def _conv_backward_on_host(grad_output, input, weight, stride, padding, dilation, transposed,
+                           output_padding, groups, output_mask):
+    return torch.ops.aten.convolution_backward.default(
+        grad_output, input, weight, [weight.shape[0] if not transposed else weight.shape[1] * groups],
+        stride, padding, dilation, transposed, output_padding, groups, output_mask)
+
+
 def run_on_cpu(op, args, kwargs):
     bound = _bind(op, args, kwargs)
     _record(op, bound)
     device = _first_hpu_device(bound)
+    host_op = _HOST_EQUIVALENT.get(op._schema.name)
 
     cpu_args = [_to_cpu(a) for a in args]
     cpu_kwargs = {k: _to_cpu(v) for k, v in kwargs.items()}
@@ -204,7 +220,7 @@ def run_on_cpu(op, args, kwargs):
             elif cpu_kwargs.get("generator") is None:
                 cpu_kwargs["generator"] = hpu_random.default_generators[0]
 
-    out = op(*cpu_args, **cpu_kwargs)
+    out = host_op()(*cpu_args, **cpu_kwargs) if host_op is not None else op(*cpu_args, **cpu_kwargs)
 
     # Mutated arguments: copy the host results back into the hpu tensors.
     originals: dict[Any, Any] = {}

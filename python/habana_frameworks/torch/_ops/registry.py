@@ -56,11 +56,28 @@ def hpu_kernel(op, *args, **kwargs):
 
 
 _lib: torch.library.Library | None = None
+_aten_lib: torch.library.Library | None = None
+
+# Ops with a CompositeExplicitAutograd kernel that only raises for out-of-tree devices: a
+# backend fallback never sees them, so they get an explicit HPU kernel that routes to
+# hpu_kernel like every other op.
+EXPLICIT_HPU_OPS = ("convolution_overrideable", "convolution_backward_overrideable")
+
+
+def _explicit_kernel(name: str):
+    op = _resolve(f"aten::{name}")
+
+    def kernel(*args, **kwargs):
+        return hpu_kernel(op, *args, **kwargs)
+    return kernel
 
 
 def install() -> None:
-    """Install the fallback once; the Library object must stay alive for it to stay."""
-    global _lib
+    """Install the fallback once; the Library objects must stay alive for it to stay."""
+    global _lib, _aten_lib
     if _lib is None:
         _lib = torch.library.Library("_", "IMPL")
         _lib.fallback(hpu_kernel, "HPU")
+        _aten_lib = torch.library.Library("aten", "IMPL")
+        for name in EXPLICIT_HPU_OPS:
+            _aten_lib.impl(name, _explicit_kernel(name), "HPU")

@@ -1,0 +1,2 @@
+"""Neural-network ops (convolution, pooling, normalization, embedding, indexing, optimizers) lowered to Go."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Reductions, softmax family and losses lowered to Go."""
+from __future__ import annotations
