@@ -1,5 +1,6 @@
 """Shared pytest set-up: hpusim must be importable and the hpu device registered."""
 import os
+import sys
 
 import pytest
 import torch
@@ -8,6 +9,8 @@ import habana_frameworks.torch  # noqa: F401  (also loaded by torch's autoload e
 from habana_frameworks.torch._ops import fallback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Console scripts (hl-smi) live next to the interpreter, as in an activated environment.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
 
 @pytest.fixture
@@ -23,3 +26,9 @@ def fallback_counter():
 
 def hpu(t: torch.Tensor) -> torch.Tensor:
     return t.to("hpu")
+
+
+# Summary hooks of the OpInfo suite (tests/test_opinfo.py); they must live in the controller
+# process under pytest-xdist, which only loads conftest files, not test modules.
+from opinfo_plugin import (  # noqa: E402,F401
+    pytest_runtest_logreport, pytest_sessionfinish, pytest_terminal_summary, pytest_testnodedown)

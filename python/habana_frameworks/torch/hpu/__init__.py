@@ -74,7 +74,8 @@ def set_device(device: Any) -> None:
     if idx < 0 or idx >= device_count():
         raise AssertionError("Invalid device id")
     _native.glue().hpusim_glue_set_device(idx)
-    os.environ["HLS_MODULE_ID"] = str(idx)
+    if idx != 0:
+        os.environ["HLS_MODULE_ID"] = str(idx)
 
 
 def get_device_name(device: Any = None) -> str:
