@@ -24,7 +24,6 @@ system-deps:
 # The Python environment: pinned torch from PyPI (pip's cache keeps re-installs fast).
 $(VENV)/.installed: requirements.txt
 	python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip==25.3
 	$(PIP) install -q -r requirements.txt
 	touch $@
 
