@@ -1,0 +1,247 @@
+package kernels
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// gemmFloat is a compute type of the BLAS path: float32 serves float32, bfloat16 and
+// float16 (converted while packing, accumulated in float32, rounded on store); float64
+// serves float64.
+type gemmFloat interface{ float32 | float64 }
+
+// loadRowT converts n elements of dtype dt, byte stride s, into dst.
+func loadRowT[T gemmFloat](dst []T, p unsafe.Pointer, s int64, dt DType) {
+	switch dt {
+	case Float32:
+		for i := range dst {
+			dst[i] = T(*(*float32)(at(p, int64(i)*s)))
+		}
+	case BFloat16:
+		for i := range dst {
+			dst[i] = T(BF16ToF32(*(*uint16)(at(p, int64(i)*s))))
+		}
+	case Float16:
+		for i := range dst {
+			dst[i] = T(F16ToF32(*(*uint16)(at(p, int64(i)*s))))
+		}
+	case Float64:
+		for i := range dst {
+			dst[i] = T(*(*float64)(at(p, int64(i)*s)))
+		}
+	default:
+		panic(fmt.Sprintf("loadRowT: unsupported dtype %v", dt))
+	}
+}
+
+// storeRowT converts src into n elements of dtype dt at byte stride s, rounding to
+// nearest-even.
+func storeRowT[T gemmFloat](p unsafe.Pointer, s int64, dt DType, src []T) {
+	switch dt {
+	case Float32:
+		for i, v := range src {
+			*(*float32)(at(p, int64(i)*s)) = float32(v)
+		}
+	case BFloat16:
+		for i, v := range src {
+			*(*uint16)(at(p, int64(i)*s)) = F32ToBF16(float32(v))
+		}
+	case Float16:
+		for i, v := range src {
+			*(*uint16)(at(p, int64(i)*s)) = F32ToF16(float32(v))
+		}
+	case Float64:
+		for i, v := range src {
+			*(*float64)(at(p, int64(i)*s)) = float64(v)
+		}
+	default:
+		panic(fmt.Sprintf("storeRowT: unsupported dtype %v", dt))
+	}
+}
+
+// nativeOf reports whether dtype dt is stored exactly as the compute type T.
+func nativeOf[T gemmFloat](dt DType) bool {
+	var z T
+	switch any(z).(type) {
+	case float32:
+		return dt == Float32
+	default:
+		return dt == Float64
+	}
+}
+
+// isGemmDType reports dtypes the GEMM-based kernels accept.
+func isGemmDType(dt DType) bool {
+	return dt == Float32 || dt == BFloat16 || dt == Float16 || dt == Float64
+}
+
+// matView is an r×c matrix at p with element strides (sr, sc).
+type matView struct {
+	p      unsafe.Pointer
+	dt     DType
+	r, c   int
+	sr, sc int64
+}
+
+// operand returns a BLAS-ready (pointer, leading dimension, transposed) form of m, using
+// m's memory directly when its dtype and strides allow, else packing it into *buf.
+func operand[T gemmFloat](m matView, buf *[]T) (unsafe.Pointer, int, bool) {
+	sr, sc := m.sr, m.sc
+	if m.c == 1 {
+		sc = 1
+	}
+	if m.r == 1 {
+		sr = int64(max(m.c, 1))
+	}
+	if nativeOf[T](m.dt) && m.r > 0 && m.c > 0 {
+		if sc == 1 && sr >= int64(max(m.c, 1)) {
+			return m.p, int(sr), false
+		}
+		if sr == 1 && sc >= int64(max(m.r, 1)) {
+			return m.p, int(sc), true
+		}
+	}
+	n := m.r * m.c
+	if cap(*buf) < n {
+		*buf = make([]T, n)
+	}
+	dst := (*buf)[:n]
+	es := int64(m.dt.Size())
+	ParallelFor(int64(m.r), int64(m.c), func(lo, hi int64) {
+		for i := lo; i < hi; i++ {
+			loadRowT(dst[i*int64(m.c):(i+1)*int64(m.c)], at(m.p, i*m.sr*es), m.sc*es, m.dt)
+		}
+	})
+	if n == 0 {
+		var z T
+		return unsafe.Pointer(&z), max(m.c, 1), false
+	}
+	return unsafe.Pointer(&dst[0]), max(m.c, 1), false
+}
+
+func check3(name string, t Tensor) error {
+	if t.Dim() != 3 {
+		return fmt.Errorf("%s must be 3-D, got %d-D", name, t.Dim())
+	}
+	if !isGemmDType(t.DType) {
+		return fmt.Errorf("%s: unsupported dtype %v", name, t.DType)
+	}
+	return nil
+}
+
+// BatchedGemm computes out[b] = alpha * a[b]@m2[b] + beta * self[b] over 3-D strided
+// operands (self may be nil, and is ignored when beta == 0, as in torch). Any operand may
+// be a transposed or broadcast (0-stride) view.
+func BatchedGemm(out, a, b Tensor, self *Tensor, alpha, beta float64) error {
+	for _, x := range []struct {
+		n string
+		t Tensor
+	}{{"out", out}, {"mat1", a}, {"mat2", b}} {
+		if err := check3(x.n, x.t); err != nil {
+			return err
+		}
+	}
+	B, M, K, N := a.Sizes[0], a.Sizes[1], a.Sizes[2], b.Sizes[2]
+	if b.Sizes[0] != B || b.Sizes[1] != K || out.Sizes[0] != B || out.Sizes[1] != M || out.Sizes[2] != N {
+		return fmt.Errorf("shape mismatch: out %v, mat1 %v, mat2 %v", out.Sizes, a.Sizes, b.Sizes)
+	}
+	if a.DType != b.DType || a.DType != out.DType {
+		return fmt.Errorf("dtype mismatch: out %v, mat1 %v, mat2 %v", out.DType, a.DType, b.DType)
+	}
+	if beta == 0 {
+		self = nil
+	}
+	if self != nil {
+		if err := check3("self", *self); err != nil {
+			return err
+		}
+		for i, s := range []int64{B, M, N} {
+			if self.Sizes[i] != s {
+				return fmt.Errorf("self of shape %v does not broadcast to %v", self.Sizes, out.Sizes)
+			}
+		}
+	}
+	if a.DType == Float64 {
+		bgemm[float64](out, a, b, self, alpha, beta)
+	} else {
+		bgemm[float32](out, a, b, self, alpha, beta)
+	}
+	return nil
+}
+
+func batchMat(t Tensor, bi int64) matView {
+	es := int64(t.DType.Size())
+	return matView{p: at(t.Ptr, bi*t.Strides[0]*es), dt: t.DType, r: int(t.Sizes[1]), c: int(t.Sizes[2]),
+		sr: t.Strides[1], sc: t.Strides[2]}
+}
+
+func bgemm[T gemmFloat](out, a, b Tensor, self *Tensor, alpha, beta float64) {
+	B, M, K, N := int(a.Sizes[0]), int(a.Sizes[1]), int(a.Sizes[2]), int(b.Sizes[2])
+	if B == 0 || M == 0 || N == 0 {
+		return
+	}
+	var abuf, bbuf, cbuf []T
+	o0 := batchMat(out, 0)
+	direct := self == nil && nativeOf[T](out.DType) && (o0.sc == 1 || N == 1) && o0.sr >= int64(N)
+	if M == 1 {
+		direct = self == nil && nativeOf[T](out.DType) && (o0.sc == 1 || N == 1)
+	}
+	if !direct {
+		cbuf = make([]T, M*N)
+	}
+	for bi := 0; bi < B; bi++ {
+		om := batchMat(out, int64(bi))
+		cptr, ldc := unsafe.Pointer(nil), N
+		if direct {
+			cptr = om.p
+			if M > 1 {
+				ldc = int(om.sr)
+			}
+		} else {
+			cptr = unsafe.Pointer(&cbuf[0])
+		}
+		if K == 0 {
+			for i := 0; i < M; i++ {
+				row := unsafe.Slice((*T)(at(cptr, int64(i*ldc)*int64(unsafe.Sizeof(T(0))))), N)
+				clear(row)
+			}
+		} else {
+			ap, lda, ta := operand(batchMat(a, int64(bi)), &abuf)
+			bp, ldb, tb := operand(batchMat(b, int64(bi)), &bbuf)
+			al := T(alpha)
+			if !direct {
+				al = 1
+			}
+			blasGemm(ta, tb, M, N, K, al, ap, lda, bp, ldb, 0, cptr, ldc)
+		}
+		if direct {
+			continue
+		}
+		// Epilogue: out = alpha*C + beta*self, rounded once into out's dtype.
+		var sm matView
+		if self != nil {
+			sm = batchMat(*self, int64(bi))
+		}
+		oes := int64(out.DType.Size())
+		ParallelFor(int64(M), int64(N), func(lo, hi int64) {
+			tmp := make([]T, N)
+			for i := lo; i < hi; i++ {
+				crow := cbuf[i*int64(N) : (i+1)*int64(N)]
+				if self != nil {
+					ses := int64(self.DType.Size())
+					loadRowT(tmp, at(sm.p, i*sm.sr*ses), sm.sc*ses, sm.dt)
+					for j := range tmp {
+						tmp[j] = T(alpha)*crow[j] + T(beta)*tmp[j]
+					}
+				} else if alpha != 1 {
+					for j := range tmp {
+						tmp[j] = T(alpha) * crow[j]
+					}
+				} else {
+					copy(tmp, crow)
+				}
+				storeRowT(at(om.p, i*om.sr*oes), om.sc*oes, out.DType, tmp)
+			}
+		})
+	}
+}
