@@ -29,7 +29,7 @@ _TYPE_NAMES = {
 
 # Ops that legitimately take host tensors next to hpu tensors (indices, copies).
 _MIXED_DEVICE_OK = {
-    "aten::_copy_from", "aten::_copy_from_and_resize", "aten::copy_", "aten::index.Tensor",
+    "aten::_copy_from", "aten::_copy_from_and_resize", "aten::copy_", "aten::index",
     "aten::index_put_", "aten::_index_put_impl_", "aten::index_put", "aten::set_",
     "aten::_to_copy", "aten::lift_fresh",
 }
@@ -201,6 +201,12 @@ def _conv_backward_on_host(grad_output, input, weight, stride, padding, dilation
         stride, padding, dilation, transposed, output_padding, groups, output_mask)
 
 
+# Ops that write to arguments their schema does not mark as mutable (argument names).
+_UNANNOTATED_WRITES = {
+    "aten::native_batch_norm": ("running_mean", "running_var"),
+}
+
+
 def run_on_cpu(op, args, kwargs):
     bound = _bind(op, args, kwargs)
     _record(op, bound)
@@ -224,9 +230,10 @@ def run_on_cpu(op, args, kwargs):
 
     # Mutated arguments: copy the host results back into the hpu tensors.
     originals: dict[Any, Any] = {}
+    unannotated = _UNANNOTATED_WRITES.get(op._schema.name, ())
     for i, arg in enumerate(schema_args):
         ai = arg.alias_info
-        if ai is None:
+        if ai is None and arg.name not in unannotated:
             continue
         if i < len(args):
             orig, new = args[i], cpu_args[i]
@@ -234,13 +241,15 @@ def run_on_cpu(op, args, kwargs):
             orig, new = kwargs[arg.name], cpu_kwargs[arg.name]
         else:
             continue
-        if ai.is_write:
+        if ai is None or ai.is_write:
             if isinstance(orig, torch.Tensor) and orig is not new:
                 _write_back(orig, new)
             elif isinstance(orig, (list, tuple)):
                 for o, n in zip(orig, new):
                     if isinstance(o, torch.Tensor) and o is not n:
                         _write_back(o, n)
+        if ai is None:
+            continue
         for s in ai.before_set:
             originals[s] = orig
 

@@ -6,6 +6,7 @@ cannot serve (an unsupported dtype, say) to the CPU fallback.
 """
 from __future__ import annotations
 
+import collections
 from typing import Any, Callable
 
 import torch
@@ -13,6 +14,8 @@ import torch
 from . import fallback
 
 _NATIVE: dict[Any, Callable[..., Any]] = {}
+# Calls served natively, by schema name ("aten::add"), like fallback.counts() for the rest.
+_native_counts: collections.Counter[str] = collections.Counter()
 
 
 class NotNative(Exception):
@@ -39,6 +42,10 @@ def is_native(op) -> bool:
     return op in _NATIVE
 
 
+def native_counts() -> dict[str, int]:
+    return dict(_native_counts)
+
+
 def native_ops() -> list[str]:
     return sorted(str(op) for op in _NATIVE)
 
@@ -49,9 +56,12 @@ def hpu_kernel(op, *args, **kwargs):
     fn = _NATIVE.get(op)
     if fn is not None:
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         except NotNative:
             pass
+        else:
+            _native_counts[op._schema.name] += 1
+            return out
     return fallback.run_on_cpu(op, args, kwargs)
 
 
