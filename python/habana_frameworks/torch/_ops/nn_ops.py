@@ -1,2 +1,322 @@
-"""Neural-network ops (convolution, pooling, normalization, embedding, indexing, optimizers) lowered to Go."""
+"""Neural-network ops lowered to Go: convolution (im2col + GEMM), pooling, batch/layer
+norm, embedding.
+
+Shapes, dtypes and argument errors come from running the same aten op on meta tensors,
+so they match torch's own checks; the Go kernels then fill hpu memory in place.
+"""
 from __future__ import annotations
+
+import torch
+
+from .. import _native
+from .linalg import meta
+from .registry import NotNative, native
+
+aten = torch.ops.aten
+_FLOATS = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+
+
+def _floats(*ts) -> None:
+    for t in ts:
+        if t is not None and t.dtype not in _FLOATS:
+            raise NotNative
+
+
+def _pair(v, default=None):
+    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+        return default
+    if isinstance(v, int):
+        return [v, v]
+    v = list(v)
+    return v * 2 if len(v) == 1 else v
+
+
+def _empty(m: torch.Tensor, device) -> torch.Tensor:
+    return torch.empty(m.shape, dtype=m.dtype, device=device)
+
+
+def _mask(*ts) -> tuple[list, int]:
+    present, mask = [], 0
+    for i, t in enumerate(ts):
+        if t is not None:
+            present.append(t)
+            mask |= 1 << i
+    return present, mask
+
+
+# ---------------------------------------------------------------------------- convolution
+
+def _conv_args(input, weight, stride, padding, dilation, transposed, groups):
+    if transposed or input.dim() not in (3, 4) or weight.dim() != input.dim():
+        raise NotNative
+    if input.dtype != weight.dtype:
+        raise NotNative  # the CPU path raises torch's own dtype error
+    stride, padding, dilation = list(stride), list(padding), list(dilation)
+    if input.dim() == 3:  # 1-D: run as 2-D with H = 1
+        input, weight = input.unsqueeze(2), weight.unsqueeze(2)
+        stride, padding, dilation = [1] + stride[-1:], [0] + padding[-1:], [1] + dilation[-1:]
+    else:
+        stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    return input, weight, stride + padding + dilation + [groups]
+
+
+@native("aten::convolution_overrideable")
+def convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed,
+                             output_padding, groups):
+    _floats(input, weight, bias)
+    m = aten.convolution(meta(input), meta(weight), meta(bias), stride, padding, dilation,
+                         transposed, output_padding, groups)
+    x4, w4, ints = _conv_args(input, weight, stride, padding, dilation, transposed, groups)
+    out = _empty(m, input.device)
+    if bias is not None and bias.dtype != input.dtype:
+        raise NotNative
+    o4 = out.unsqueeze(2) if input.dim() == 3 else out
+    if out.numel():
+        _native.run("conv2d_fwd", [o4, x4, w4] + ([bias] if bias is not None else []), ints)
+    return out
+
+
+@native("aten::convolution_backward_overrideable")
+def convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation,
+                                      transposed, output_padding, groups, output_mask):
+    _floats(grad_output, input, weight)
+    if grad_output.dtype != input.dtype:
+        raise NotNative
+    x4, w4, ints = _conv_args(input, weight, stride, padding, dilation, transposed, groups)
+    g4 = grad_output.unsqueeze(2) if input.dim() == 3 else grad_output
+    gi = torch.empty_like(input, memory_format=torch.contiguous_format) if output_mask[0] else None
+    gw = torch.empty_like(weight, memory_format=torch.contiguous_format) if output_mask[1] else None
+    gb = torch.empty(weight.shape[0], dtype=weight.dtype, device=weight.device) if output_mask[2] else None
+    if input.dim() == 3:
+        gi4 = gi.unsqueeze(2) if gi is not None else None
+        gw4 = gw.unsqueeze(2) if gw is not None else None
+    else:
+        gi4, gw4 = gi, gw
+    present, mask = _mask(gi4, gw4, gb)
+    if present:
+        _native.run("conv2d_bwd", [g4, x4, w4] + present, ints + [mask])
+    return gi, gw, gb
+
+
+# -------------------------------------------------------------------------------- pooling
+
+def _into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """out= semantics: resize dst to src's shape, then copy (native device copy)."""
+    if dst.shape != src.shape:
+        dst.resize_(src.shape)
+    dst.copy_(src)
+    return dst
+
+
+@native("aten::max_pool2d_with_indices.out")
+def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=0, dilation=1,
+                                ceil_mode=False, *, out, indices):
+    o, i = max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)
+    return _into(out, o), _into(indices, i)
+
+
+@native("aten::max_pool2d_with_indices_backward.grad_input")
+def max_pool2d_with_indices_backward_out(grad_output, self, kernel_size, stride, padding, dilation,
+                                         ceil_mode, indices, *, grad_input):
+    return _into(grad_input, max_pool2d_with_indices_backward(
+        grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices))
+
+
+@native("aten::avg_pool2d.out")
+def avg_pool2d_out(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                   divisor_override=None, *, out):
+    return _into(out, avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                 divisor_override))
+
+
+@native("aten::avg_pool2d_backward.grad_input")
+def avg_pool2d_backward_out(grad_output, self, kernel_size, stride, padding, ceil_mode,
+                            count_include_pad, divisor_override, *, grad_input):
+    return _into(grad_input, avg_pool2d_backward(grad_output, self, kernel_size, stride, padding,
+                                                 ceil_mode, count_include_pad, divisor_override))
+
+
+@native("aten::index_select.out")
+def index_select_out(self, dim, index, *, out):
+    return _into(out, index_select(self, dim, index))
+
+def _as4(t):
+    return t.unsqueeze(0) if t.dim() == 3 else t
+
+
+@native("aten::max_pool2d_with_indices")
+def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    out_m, idx_m = aten.max_pool2d_with_indices(meta(self), kernel_size, stride, padding, dilation, ceil_mode)
+    _floats(self)
+    k = _pair(kernel_size)
+    ints = k + _pair(stride, k) + _pair(padding) + _pair(dilation)
+    out, idx = _empty(out_m, self.device), _empty(idx_m, self.device)
+    if out.numel():
+        _native.run("max_pool2d", [_as4(out), _as4(idx), _as4(self)], ints)
+    return out, idx
+
+
+@native("aten::max_pool2d_with_indices_backward")
+def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
+                                     ceil_mode, indices):
+    m = aten.max_pool2d_with_indices_backward(meta(grad_output), meta(self), kernel_size, stride,
+                                              padding, dilation, ceil_mode, meta(indices))
+    _floats(grad_output, self)
+    gi = _empty(m, self.device)
+    if gi.numel():
+        _native.run("max_pool2d_bwd", [_as4(gi), _as4(grad_output), _as4(indices)])
+    return gi
+
+
+def _avg_ints(kernel_size, stride, padding, count_include_pad, divisor_override):
+    k = _pair(kernel_size)
+    return k + _pair(stride, k) + _pair(padding) + [1, 1, int(bool(count_include_pad)),
+                                                     int(divisor_override or 0)]
+
+
+@native("aten::avg_pool2d")
+def avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    m = aten.avg_pool2d(meta(self), kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override)
+    _floats(self)
+    out = _empty(m, self.device)
+    if out.numel():
+        _native.run("avg_pool2d", [_as4(out), _as4(self)],
+                    _avg_ints(kernel_size, stride, padding, count_include_pad, divisor_override))
+    return out
+
+
+@native("aten::avg_pool2d_backward")
+def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+                        count_include_pad, divisor_override):
+    m = aten.avg_pool2d_backward(meta(grad_output), meta(self), kernel_size, stride, padding,
+                                 ceil_mode, count_include_pad, divisor_override)
+    _floats(grad_output, self)
+    gi = _empty(m, self.device)
+    if gi.numel():
+        _native.run("avg_pool2d_bwd", [_as4(gi), _as4(grad_output)],
+                    _avg_ints(kernel_size, stride, padding, count_include_pad, divisor_override))
+    return gi
+
+
+@native("aten::_adaptive_avg_pool2d")
+def adaptive_avg_pool2d(self, output_size):
+    m = aten._adaptive_avg_pool2d(meta(self), output_size)
+    _floats(self)
+    out = _empty(m, self.device)
+    if out.numel():
+        _native.run("adaptive_avg_pool2d", [_as4(out), _as4(self)])
+    return out
+
+
+@native("aten::_adaptive_avg_pool2d_backward")
+def adaptive_avg_pool2d_backward(grad_output, self):
+    m = aten._adaptive_avg_pool2d_backward(meta(grad_output), meta(self))
+    _floats(grad_output, self)
+    gi = _empty(m, self.device)
+    if gi.numel():
+        _native.run("adaptive_avg_pool2d_bwd", [_as4(gi), _as4(grad_output)])
+    return gi
+
+
+# -------------------------------------------------------------------------- normalization
+
+def _ncs(t):
+    return t.reshape(t.shape[0], t.shape[1], -1)
+
+
+@native("aten::native_batch_norm")
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    ms = aten.native_batch_norm(meta(input), meta(weight), meta(bias), meta(running_mean),
+                                meta(running_var), training, momentum, eps)
+    _floats(input, weight, bias, running_mean, running_var)
+    if input.dim() < 2:
+        raise NotNative
+    out, sm, si = (_empty(m, input.device) for m in ms)
+    if input.numel() == 0:
+        raise NotNative
+    present, mask = _mask(sm if sm.numel() else None, si if si.numel() else None,
+                          weight, bias, running_mean, running_var)
+    o3 = out.view(out.shape[0], out.shape[1], -1)
+    _native.run("batch_norm_fwd", [o3, _ncs(input)] + present, (int(bool(training)), mask),
+                (float(momentum), float(eps)))
+    return out, sm, si
+
+
+@native("aten::native_batch_norm_backward")
+def native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+                               save_invstd, train, eps, output_mask):
+    _floats(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd)
+    if input.dim() < 2 or input.numel() == 0:
+        raise NotNative
+    C = input.shape[1]
+    gi = torch.empty(input.shape, dtype=input.dtype, device=input.device) if output_mask[0] else None
+    pdt = weight.dtype if weight is not None else input.dtype
+    gw = torch.empty(C, dtype=pdt, device=input.device) if output_mask[1] else None
+    gb = torch.empty(C, dtype=pdt, device=input.device) if output_mask[2] else None
+    present, mask = _mask(gi.view(gi.shape[0], C, -1) if gi is not None else None, gw, gb, weight,
+                          running_mean, running_var, save_mean, save_invstd)
+    _native.run("batch_norm_bwd", [_ncs(grad_out), _ncs(input)] + present,
+                (int(bool(train)), mask), (float(eps),))
+    return gi, gw, gb
+
+
+@native("aten::native_layer_norm_backward")
+def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                               output_mask):
+    _floats(grad_out, input, mean, rstd, weight, bias)
+    n = len(normalized_shape)
+    D = 1
+    for s in normalized_shape:
+        D *= s
+    if input.numel() == 0 or D == 0 or tuple(input.shape[input.dim() - n:]) != tuple(normalized_shape):
+        raise NotNative
+    M = input.numel() // D
+    gi = torch.empty(input.shape, dtype=input.dtype, device=input.device) if output_mask[0] else None
+    gw = torch.empty(normalized_shape, dtype=weight.dtype, device=input.device) \
+        if output_mask[1] and weight is not None else None
+    gb = torch.empty(normalized_shape, dtype=bias.dtype, device=input.device) \
+        if output_mask[2] and bias is not None else None
+    present, mask = _mask(gi.view(M, D) if gi is not None else None,
+                          gw.view(D) if gw is not None else None,
+                          gb.view(D) if gb is not None else None,
+                          weight.reshape(D) if weight is not None else None)
+    _native.run("layer_norm_bwd", [grad_out.reshape(M, D), input.reshape(M, D), mean.reshape(M),
+                                   rstd.reshape(M)] + present, (mask,))
+    return gi, gw, gb
+
+
+# ------------------------------------------------------------------------------ embedding
+
+@native("aten::index_select")
+def index_select(self, dim, index):
+    m = aten.index_select(meta(self), dim, meta(index))
+    if index.device.type != "hpu" or self.dtype == torch.bool and False:
+        raise NotNative
+    out = _empty(m, self.device)
+    if out.numel() == 0:
+        return out
+    d = dim % max(self.dim(), 1)
+    s, o = (self.reshape(-1), out.reshape(-1)) if self.dim() == 0 else (self, out)
+    try:
+        _native.run("index_select", [o, s, index.reshape(-1)], (d,))
+    except _native.NativeError as e:
+        if "index out of range" in str(e):
+            raise IndexError("index out of range in self") from None
+        raise
+    return out
+
+
+@native("aten::embedding_dense_backward")
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    _floats(grad_output)
+    if indices.device.type != "hpu" or indices.dtype not in (torch.int64, torch.int32):
+        raise NotNative
+    D = grad_output.shape[-1]
+    gw = torch.empty(num_weights, D, dtype=grad_output.dtype, device=grad_output.device)
+    if gw.numel() == 0:
+        return gw
+    _native.run("embedding_bwd", [gw, grad_output.reshape(-1, D), indices.reshape(-1)],
+                (int(padding_idx), int(bool(scale_grad_by_freq))))
+    return gw

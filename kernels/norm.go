@@ -1,0 +1,288 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// chanView addresses a [N, C, S] tensor channel by channel.
+type chanView struct{ t Tensor }
+
+func (v chanView) es() int64 { return int64(v.t.DType.Size()) }
+
+// loadChan loads channel c ([N, S] elements) into dst, row n at dst[n*S:].
+func (v chanView) loadChan(c int64, dst []float64) {
+	N, S := v.t.Sizes[0], v.t.Sizes[2]
+	for n := int64(0); n < N; n++ {
+		loadRowT(dst[n*S:(n+1)*S], at(v.t.Ptr, (n*v.t.Strides[0]+c*v.t.Strides[1])*v.es()), v.t.Strides[2]*v.es(), v.t.DType)
+	}
+}
+
+func (v chanView) storeChan(c int64, src []float64) {
+	N, S := v.t.Sizes[0], v.t.Sizes[2]
+	for n := int64(0); n < N; n++ {
+		storeRowT(at(v.t.Ptr, (n*v.t.Strides[0]+c*v.t.Strides[1])*v.es()), v.t.Strides[2]*v.es(), v.t.DType, src[n*S:(n+1)*S])
+	}
+}
+
+// vec is an optional 1-D per-channel tensor.
+type vec struct{ t *Tensor }
+
+func (v vec) get(c int64, def float64) float64 {
+	if v.t == nil {
+		return def
+	}
+	var b [1]float64
+	loadRowT(b[:], at(v.t.Ptr, c*v.t.Strides[0]*int64(v.t.DType.Size())), 0, v.t.DType)
+	return b[0]
+}
+
+func (v vec) set(c int64, x float64) {
+	if v.t == nil || v.t.Numel() == 0 {
+		return
+	}
+	storeRowT(at(v.t.Ptr, c*v.t.Strides[0]*int64(v.t.DType.Size())), 0, v.t.DType, []float64{x})
+}
+
+func checkVecs(C int64, vs ...*Tensor) error {
+	for _, v := range vs {
+		if v == nil {
+			continue
+		}
+		if !v.DType.IsFloat() {
+			return fmt.Errorf("unsupported dtype %v", v.DType)
+		}
+		if v.Numel() == 0 {
+			continue
+		}
+		if v.Dim() != 1 || v.Sizes[0] != C {
+			return fmt.Errorf("per-channel tensor of shape %v, expected [%d]", v.Sizes, C)
+		}
+	}
+	return nil
+}
+
+func checkNCS(ts ...Tensor) error {
+	for _, t := range ts {
+		if t.Dim() != 3 || !t.DType.IsFloat() {
+			return fmt.Errorf("expected 3-D float tensors, got %v %v", t.Sizes, t.DType)
+		}
+		for i := range t.Sizes {
+			if t.Sizes[i] != ts[0].Sizes[i] {
+				return fmt.Errorf("shape mismatch %v vs %v", t.Sizes, ts[0].Sizes)
+			}
+		}
+	}
+	return nil
+}
+
+// BatchNormForward normalises x ([N, C, S]) per channel. Training: batch statistics,
+// saved as (mean, 1/sqrt(var+eps)), and running stats (if given) updated with momentum and
+// the unbiased variance. Eval: running statistics. Optional tensors may be nil; empty save
+// tensors are skipped.
+func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, rm, rv *Tensor,
+	training bool, momentum, eps float64) error {
+	if err := checkNCS(out, x); err != nil {
+		return err
+	}
+	C := x.Sizes[1]
+	if err := checkVecs(C, saveMean, saveInvstd, w, b, rm, rv); err != nil {
+		return err
+	}
+	if !training && (rm == nil || rv == nil) {
+		return fmt.Errorf("running_mean and running_var must be defined in evaluation mode")
+	}
+	N, S := x.Sizes[0], x.Sizes[2]
+	cnt := N * S
+	xv, ov := chanView{x}, chanView{out}
+	ParallelFor(C, 2*cnt+1, func(lo, hi int64) {
+		buf := make([]float64, cnt)
+		for c := lo; c < hi; c++ {
+			xv.loadChan(c, buf)
+			var mean, invstd float64
+			if training {
+				s := 0.0
+				for _, v := range buf {
+					s += v
+				}
+				mean = s / float64(cnt)
+				ss := 0.0
+				for _, v := range buf {
+					ss += (v - mean) * (v - mean)
+				}
+				invstd = 1 / math.Sqrt(ss/float64(cnt)+eps)
+				vec{saveMean}.set(c, mean)
+				vec{saveInvstd}.set(c, invstd)
+				if rm != nil {
+					vec{rm}.set(c, momentum*mean+(1-momentum)*vec{rm}.get(c, 0))
+				}
+				if rv != nil {
+					unbiased := math.Inf(1)
+					if cnt > 1 {
+						unbiased = ss / float64(cnt-1)
+					} else {
+						unbiased = math.NaN()
+					}
+					vec{rv}.set(c, momentum*unbiased+(1-momentum)*vec{rv}.get(c, 0))
+				}
+			} else {
+				mean = vec{rm}.get(c, 0)
+				invstd = 1 / math.Sqrt(vec{rv}.get(c, 0)+eps)
+			}
+			scale := vec{w}.get(c, 1) * invstd
+			shift := vec{b}.get(c, 0) - mean*scale
+			for i, v := range buf {
+				buf[i] = v*scale + shift
+			}
+			ov.storeChan(c, buf)
+		}
+	})
+	return nil
+}
+
+// BatchNormBackward computes the selected gradients of BatchNormForward.
+func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean, saveInvstd *Tensor,
+	training bool, eps float64) error {
+	if err := checkNCS(gout, x); err != nil {
+		return err
+	}
+	if gin != nil {
+		if err := checkNCS(*gin, x); err != nil {
+			return err
+		}
+	}
+	C := x.Sizes[1]
+	if err := checkVecs(C, gw, gb, w, rm, rv, saveMean, saveInvstd); err != nil {
+		return err
+	}
+	if training && (saveMean == nil || saveInvstd == nil) {
+		return fmt.Errorf("save_mean and save_invstd are required in training mode")
+	}
+	if !training && (rm == nil || rv == nil) {
+		return fmt.Errorf("running_mean and running_var are required in evaluation mode")
+	}
+	N, S := x.Sizes[0], x.Sizes[2]
+	cnt := N * S
+	xv, gv := chanView{x}, chanView{gout}
+	ParallelFor(C, 4*cnt+1, func(lo, hi int64) {
+		xb := make([]float64, cnt)
+		gb2 := make([]float64, cnt)
+		for c := lo; c < hi; c++ {
+			var mean, invstd float64
+			if training {
+				mean, invstd = vec{saveMean}.get(c, 0), vec{saveInvstd}.get(c, 0)
+			} else {
+				mean, invstd = vec{rm}.get(c, 0), 1/math.Sqrt(vec{rv}.get(c, 0)+eps)
+			}
+			xv.loadChan(c, xb)
+			gv.loadChan(c, gb2)
+			sum, dotp := 0.0, 0.0
+			for i, g := range gb2 {
+				sum += g
+				dotp += (xb[i] - mean) * g
+			}
+			vec{gw}.set(c, dotp*invstd)
+			vec{gb}.set(c, sum)
+			if gin == nil {
+				continue
+			}
+			wc := vec{w}.get(c, 1)
+			if training {
+				k := dotp * invstd * invstd / float64(cnt)
+				gm := sum / float64(cnt)
+				for i, g := range gb2 {
+					gb2[i] = (g - gm - (xb[i]-mean)*k) * invstd * wc
+				}
+			} else {
+				for i, g := range gb2 {
+					gb2[i] = g * invstd * wc
+				}
+			}
+			chanView{*gin}.storeChan(c, gb2)
+		}
+	})
+	return nil
+}
+
+// LayerNormBackward computes the gradients of layer norm over rows of x ([M, D]) with saved
+// mean and rstd ([M]) and optional weight ([D]).
+func LayerNormBackward(gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, w *Tensor) error {
+	if gout.Dim() != 2 || x.Dim() != 2 || gout.Sizes[0] != x.Sizes[0] || gout.Sizes[1] != x.Sizes[1] {
+		return fmt.Errorf("grad_output %v and input %v must be the same 2-D shape", gout.Sizes, x.Sizes)
+	}
+	M, D := x.Sizes[0], x.Sizes[1]
+	if err := checkVecs(M, &mean, &rstd); err != nil {
+		return err
+	}
+	if err := checkVecs(D, w, gw, gb); err != nil {
+		return err
+	}
+	if gin != nil && (gin.Dim() != 2 || gin.Sizes[0] != M || gin.Sizes[1] != D) {
+		return fmt.Errorf("grad_input %v, expected [%d %d]", gin.Sizes, M, D)
+	}
+	for _, t := range []Tensor{gout, x} {
+		if !t.DType.IsFloat() {
+			return fmt.Errorf("unsupported dtype %v", t.DType)
+		}
+	}
+	// View [M, D] as [M, 1, D] for per-row access through chanView (N=M rows, C=1).
+	rows := func(t Tensor) chanView {
+		return chanView{Tensor{Ptr: t.Ptr, DType: t.DType, Sizes: []int64{M, 1, D}, Strides: []int64{t.Strides[0], 0, t.Strides[1]}}}
+	}
+	loadRow := func(t Tensor, r int64, dst []float64) {
+		v := rows(t)
+		loadRowT(dst, at(t.Ptr, r*t.Strides[0]*v.es()), t.Strides[1]*v.es(), t.DType)
+	}
+	wb := make([]float64, D)
+	for j := int64(0); j < D; j++ {
+		wb[j] = vec{w}.get(j, 1)
+	}
+	if gin != nil {
+		ParallelFor(M, 6*D, func(lo, hi int64) {
+			xb, gb2 := make([]float64, D), make([]float64, D)
+			for r := lo; r < hi; r++ {
+				loadRow(x, r, xb)
+				loadRow(gout, r, gb2)
+				mu, rs := vec{&mean}.get(r, 0), vec{&rstd}.get(r, 0)
+				s1, s2 := 0.0, 0.0
+				for j := range xb {
+					xb[j] = (xb[j] - mu) * rs // xhat
+					g := gb2[j] * wb[j]
+					gb2[j] = g
+					s1 += g
+					s2 += g * xb[j]
+				}
+				s1 /= float64(D)
+				s2 /= float64(D)
+				for j := range xb {
+					gb2[j] = rs * (gb2[j] - s1 - xb[j]*s2)
+				}
+				storeRowT(at(gin.Ptr, r*gin.Strides[0]*int64(gin.DType.Size())), gin.Strides[1]*int64(gin.DType.Size()), gin.DType, gb2)
+			}
+		})
+	}
+	if gw != nil || gb != nil {
+		// Column sums, parallel over column blocks so each worker owns its outputs.
+		dw, db := make([]float64, D), make([]float64, D)
+		ParallelFor(D, 3*M, func(lo, hi int64) {
+			n := hi - lo
+			xb, gb2 := make([]float64, n), make([]float64, n)
+			for r := int64(0); r < M; r++ {
+				es := int64(x.DType.Size())
+				loadRowT(xb, at(x.Ptr, (r*x.Strides[0]+lo*x.Strides[1])*es), x.Strides[1]*es, x.DType)
+				ges := int64(gout.DType.Size())
+				loadRowT(gb2, at(gout.Ptr, (r*gout.Strides[0]+lo*gout.Strides[1])*ges), gout.Strides[1]*ges, gout.DType)
+				mu, rs := vec{&mean}.get(r, 0), vec{&rstd}.get(r, 0)
+				for j := range xb {
+					dw[lo+int64(j)] += gb2[j] * (xb[j] - mu) * rs
+					db[lo+int64(j)] += gb2[j]
+				}
+			}
+		})
+		for j := int64(0); j < D; j++ {
+			vec{gw}.set(j, dw[j])
+			vec{gb}.set(j, db[j])
+		}
+	}
+	return nil
+}

@@ -1,0 +1,327 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+// PoolParams describes a 2-D pooling window.
+type PoolParams struct {
+	KH, KW, StrideH, StrideW, PadH, PadW, DilH, DilW int
+}
+
+// plane addresses the 2-D planes (dims 2,3) of a 4-D tensor, numbered n*C+c.
+type plane struct {
+	t Tensor
+}
+
+func (p plane) count() int64 { return p.t.Sizes[0] * p.t.Sizes[1] }
+func (p plane) h() int       { return int(p.t.Sizes[2]) }
+func (p plane) w() int       { return int(p.t.Sizes[3]) }
+
+func (p plane) row(pc int64, r int) (base int64, stride int64) {
+	es := int64(p.t.DType.Size())
+	n, c := pc/p.t.Sizes[1], pc%p.t.Sizes[1]
+	return (n*p.t.Strides[0] + c*p.t.Strides[1] + int64(r)*p.t.Strides[2]) * es, p.t.Strides[3] * es
+}
+
+func (p plane) load(pc int64, dst []float64) {
+	for r := 0; r < p.h(); r++ {
+		off, s := p.row(pc, r)
+		loadRowT(dst[r*p.w():(r+1)*p.w()], at(p.t.Ptr, off), s, p.t.DType)
+	}
+}
+
+func (p plane) store(pc int64, src []float64) {
+	for r := 0; r < p.h(); r++ {
+		off, s := p.row(pc, r)
+		storeRowT(at(p.t.Ptr, off), s, p.t.DType, src[r*p.w():(r+1)*p.w()])
+	}
+}
+
+func (p plane) loadIdx(pc int64, dst []int64) {
+	for r := 0; r < p.h(); r++ {
+		off, s := p.row(pc, r)
+		for i := 0; i < p.w(); i++ {
+			dst[r*p.w()+i] = *(*int64)(at(p.t.Ptr, off+int64(i)*s))
+		}
+	}
+}
+
+func (p plane) storeIdx(pc int64, src []int64) {
+	for r := 0; r < p.h(); r++ {
+		off, s := p.row(pc, r)
+		for i := 0; i < p.w(); i++ {
+			*(*int64)(at(p.t.Ptr, off+int64(i)*s)) = src[r*p.w()+i]
+		}
+	}
+}
+
+func checkPlanes(pairs ...Tensor) error {
+	for _, t := range pairs {
+		if t.Dim() != 4 {
+			return fmt.Errorf("expected 4-D tensors, got %v", t.Sizes)
+		}
+	}
+	for _, t := range pairs[1:] {
+		if t.Sizes[0] != pairs[0].Sizes[0] || t.Sizes[1] != pairs[0].Sizes[1] {
+			return fmt.Errorf("batch/channel mismatch: %v vs %v", t.Sizes, pairs[0].Sizes)
+		}
+	}
+	return nil
+}
+
+func (p PoolParams) valid() error {
+	if p.KH < 1 || p.KW < 1 || p.StrideH < 1 || p.StrideW < 1 || p.PadH < 0 || p.PadW < 0 || p.DilH < 1 || p.DilW < 1 {
+		return fmt.Errorf("invalid pooling parameters %+v", p)
+	}
+	return nil
+}
+
+// MaxPool2d writes the window maxima and their flat in-plane indices (torch's CPU rule:
+// the first maximum wins, NaN propagates).
+func MaxPool2d(out, idx, in Tensor, p PoolParams) error {
+	if err := checkPlanes(out, idx, in); err != nil {
+		return err
+	}
+	if err := p.valid(); err != nil {
+		return err
+	}
+	if idx.DType != Int64 || !in.DType.IsFloat() || out.DType != in.DType {
+		return fmt.Errorf("dtypes: out %v, indices %v, input %v", out.DType, idx.DType, in.DType)
+	}
+	if out.Sizes[2] != idx.Sizes[2] || out.Sizes[3] != idx.Sizes[3] {
+		return fmt.Errorf("indices %v and output %v differ", idx.Sizes, out.Sizes)
+	}
+	pi, po, px := plane{in}, plane{out}, plane{idx}
+	H, W, OH, OW := pi.h(), pi.w(), po.h(), po.w()
+	ParallelFor(pi.count(), int64(H*W+OH*OW*p.KH*p.KW), func(lo, hi int64) {
+		x := make([]float64, H*W)
+		y := make([]float64, OH*OW)
+		ix := make([]int64, OH*OW)
+		for pc := lo; pc < hi; pc++ {
+			pi.load(pc, x)
+			for oh := 0; oh < OH; oh++ {
+				for ow := 0; ow < OW; ow++ {
+					h0, w0 := oh*p.StrideH-p.PadH, ow*p.StrideW-p.PadW
+					h1, w1 := min(h0+(p.KH-1)*p.DilH+1, H), min(w0+(p.KW-1)*p.DilW+1, W)
+					for h0 < 0 {
+						h0 += p.DilH
+					}
+					for w0 < 0 {
+						w0 += p.DilW
+					}
+					mi, mv := int64(h0*W+w0), math.Inf(-1)
+					for ih := h0; ih < h1; ih += p.DilH {
+						for iw := w0; iw < w1; iw += p.DilW {
+							v := x[ih*W+iw]
+							if v > mv || math.IsNaN(v) {
+								mv, mi = v, int64(ih*W+iw)
+							}
+						}
+					}
+					y[oh*OW+ow], ix[oh*OW+ow] = mv, mi
+				}
+			}
+			po.store(pc, y)
+			px.storeIdx(pc, ix)
+		}
+	})
+	return nil
+}
+
+// MaxPool2dBackward scatters gout into gin at the saved indices (gin is overwritten).
+func MaxPool2dBackward(gin, gout, idx Tensor) error {
+	if err := checkPlanes(gin, gout, idx); err != nil {
+		return err
+	}
+	if idx.DType != Int64 || !gin.DType.IsFloat() || !gout.DType.IsFloat() {
+		return fmt.Errorf("dtypes: grad_input %v, grad_output %v, indices %v", gin.DType, gout.DType, idx.DType)
+	}
+	if gout.Sizes[2] != idx.Sizes[2] || gout.Sizes[3] != idx.Sizes[3] {
+		return fmt.Errorf("indices %v and grad_output %v differ", idx.Sizes, gout.Sizes)
+	}
+	pi, po, px := plane{gin}, plane{gout}, plane{idx}
+	H, W, OH, OW := pi.h(), pi.w(), po.h(), po.w()
+	var bad error
+	var mu sync.Mutex
+	ParallelFor(pi.count(), int64(H*W+OH*OW), func(lo, hi int64) {
+		g := make([]float64, H*W)
+		gy := make([]float64, OH*OW)
+		ix := make([]int64, OH*OW)
+		for pc := lo; pc < hi; pc++ {
+			clear(g)
+			po.load(pc, gy)
+			px.loadIdx(pc, ix)
+			for i, k := range ix {
+				if k < 0 || k >= int64(H*W) {
+					mu.Lock()
+					bad = fmt.Errorf("index %d out of range for a %dx%d plane", k, H, W)
+					mu.Unlock()
+					continue
+				}
+				g[k] += gy[i]
+			}
+			pi.store(pc, g)
+		}
+	})
+	return bad
+}
+
+// avgWindow returns the clipped window and torch's divisor for output (oh, ow).
+func avgWindow(oh, ow, H, W int, p PoolParams, countIncludePad bool, divisor int) (h0, h1, w0, w1 int, div float64) {
+	h0, w0 = oh*p.StrideH-p.PadH, ow*p.StrideW-p.PadW
+	h1, w1 = min(h0+p.KH, H+p.PadH), min(w0+p.KW, W+p.PadW)
+	size := (h1 - h0) * (w1 - w0)
+	h0, w0, h1, w1 = max(h0, 0), max(w0, 0), min(h1, H), min(w1, W)
+	switch {
+	case divisor != 0:
+		div = float64(divisor)
+	case countIncludePad:
+		div = float64(size)
+	default:
+		div = float64((h1 - h0) * (w1 - w0))
+	}
+	return
+}
+
+// AvgPool2d averages windows as torch's CPU kernel does (count_include_pad, divisor_override
+// given as divisor != 0).
+func AvgPool2d(out, in Tensor, p PoolParams, countIncludePad bool, divisor int) error {
+	if err := checkPlanes(out, in); err != nil {
+		return err
+	}
+	if err := p.valid(); err != nil {
+		return err
+	}
+	pi, po := plane{in}, plane{out}
+	H, W, OH, OW := pi.h(), pi.w(), po.h(), po.w()
+	ParallelFor(pi.count(), int64(H*W+OH*OW*p.KH*p.KW), func(lo, hi int64) {
+		x := make([]float64, H*W)
+		y := make([]float64, OH*OW)
+		for pc := lo; pc < hi; pc++ {
+			pi.load(pc, x)
+			for oh := 0; oh < OH; oh++ {
+				for ow := 0; ow < OW; ow++ {
+					h0, h1, w0, w1, div := avgWindow(oh, ow, H, W, p, countIncludePad, divisor)
+					if h0 >= h1 || w0 >= w1 {
+						y[oh*OW+ow] = 0
+						continue
+					}
+					s := 0.0
+					for ih := h0; ih < h1; ih++ {
+						for iw := w0; iw < w1; iw++ {
+							s += x[ih*W+iw]
+						}
+					}
+					y[oh*OW+ow] = s / div
+				}
+			}
+			po.store(pc, y)
+		}
+	})
+	return nil
+}
+
+// AvgPool2dBackward spreads each output gradient over its window (gin is overwritten).
+func AvgPool2dBackward(gin, gout Tensor, p PoolParams, countIncludePad bool, divisor int) error {
+	if err := checkPlanes(gin, gout); err != nil {
+		return err
+	}
+	if err := p.valid(); err != nil {
+		return err
+	}
+	pi, po := plane{gin}, plane{gout}
+	H, W, OH, OW := pi.h(), pi.w(), po.h(), po.w()
+	ParallelFor(pi.count(), int64(H*W+OH*OW*p.KH*p.KW), func(lo, hi int64) {
+		g := make([]float64, H*W)
+		gy := make([]float64, OH*OW)
+		for pc := lo; pc < hi; pc++ {
+			clear(g)
+			po.load(pc, gy)
+			for oh := 0; oh < OH; oh++ {
+				for ow := 0; ow < OW; ow++ {
+					h0, h1, w0, w1, div := avgWindow(oh, ow, H, W, p, countIncludePad, divisor)
+					v := gy[oh*OW+ow] / div
+					for ih := h0; ih < h1; ih++ {
+						for iw := w0; iw < w1; iw++ {
+							g[ih*W+iw] += v
+						}
+					}
+				}
+			}
+			pi.store(pc, g)
+		}
+	})
+	return nil
+}
+
+func adaptiveRange(o, in, out int) (int, int) {
+	return (o * in) / out, ((o+1)*in + out - 1) / out
+}
+
+// AdaptiveAvgPool2d averages torch's adaptive windows; backward when grad is true
+// (then a is grad_input and b grad_output).
+func AdaptiveAvgPool2d(a, b Tensor, grad bool) error {
+	if err := checkPlanes(a, b); err != nil {
+		return err
+	}
+	x, y := plane{b}, plane{a} // forward: a = out, b = in
+	if grad {
+		x, y = plane{a}, plane{b} // x: grad_input plane geometry, y: grad_output
+	}
+	H, W, OH, OW := x.h(), x.w(), y.h(), y.w()
+	if OH == 0 || OW == 0 {
+		if grad {
+			ParallelFor(x.count(), int64(H*W), func(lo, hi int64) {
+				z := make([]float64, H*W)
+				for pc := lo; pc < hi; pc++ {
+					x.store(pc, z)
+				}
+			})
+		}
+		return nil
+	}
+	ParallelFor(x.count(), int64(2*H*W+OH*OW), func(lo, hi int64) {
+		xb := make([]float64, H*W)
+		yb := make([]float64, OH*OW)
+		for pc := lo; pc < hi; pc++ {
+			if grad {
+				clear(xb)
+				y.load(pc, yb)
+			} else {
+				x.load(pc, xb)
+			}
+			for oh := 0; oh < OH; oh++ {
+				h0, h1 := adaptiveRange(oh, H, OH)
+				for ow := 0; ow < OW; ow++ {
+					w0, w1 := adaptiveRange(ow, W, OW)
+					n := float64((h1 - h0) * (w1 - w0))
+					if grad {
+						v := yb[oh*OW+ow] / n
+						for ih := h0; ih < h1; ih++ {
+							for iw := w0; iw < w1; iw++ {
+								xb[ih*W+iw] += v
+							}
+						}
+						continue
+					}
+					s := 0.0
+					for ih := h0; ih < h1; ih++ {
+						for iw := w0; iw < w1; iw++ {
+							s += xb[ih*W+iw]
+						}
+					}
+					yb[oh*OW+ow] = s / n
+				}
+			}
+			if grad {
+				x.store(pc, xb)
+			} else {
+				y.store(pc, yb)
+			}
+		}
+	})
+	return nil
+}

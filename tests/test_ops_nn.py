@@ -1,0 +1,279 @@
+"""NN ops on hpu (conv, pooling, norms, embedding) run natively and equal torch's CPU."""
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import hpu
+
+NN_OPS = {"aten::convolution_overrideable", "aten::convolution_backward_overrideable",
+          "aten::max_pool2d_with_indices", "aten::max_pool2d_with_indices_backward",
+          "aten::avg_pool2d", "aten::avg_pool2d_backward", "aten::_adaptive_avg_pool2d",
+          "aten::_adaptive_avg_pool2d_backward", "aten::native_batch_norm",
+          "aten::native_batch_norm_backward", "aten::native_layer_norm_backward",
+          "aten::index_select", "aten::embedding_dense_backward", "aten::mm", "aten::addmm",
+          "aten::bmm", "aten::baddbmm"}
+
+
+def no_fallback(counter):
+    hit = {k: v for k, v in counter().items() if k in NN_OPS}
+    assert not hit, f"fell back to CPU: {hit}"
+
+
+def rnd(*shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed + 7 * sum(shape))
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+def close(got, want, dtype=torch.float32, **kw):
+    assert got.device.type == "hpu"
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if dtype == torch.bfloat16:
+        torch.testing.assert_close(got.cpu().float(), want.float(), atol=kw.get("atol", 3e-2), rtol=2e-2)
+    else:
+        torch.testing.assert_close(got.cpu(), want, **kw)
+
+
+def fwd_bwd(fn, inputs, dtype, seed=1, **kw):
+    """Run fn on cpu and hpu copies of inputs, then backward with the same gradient;
+    compare outputs and all input grads."""
+    cpu_in = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    hpu_in = [hpu(x).requires_grad_(x.is_floating_point()) for x in inputs]
+    yc, yh = fn(*cpu_in), fn(*hpu_in)
+    close(yh, yc, dtype, **kw)
+    g = rnd(*yc.shape, dtype=yc.dtype, seed=seed)
+    yc.backward(g)
+    yh.backward(hpu(g))
+    for a, b in zip(hpu_in, cpu_in):
+        if b.grad is not None:
+            close(a.grad, b.grad, dtype, **kw)
+
+
+DT = [torch.float32, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("cfg", [
+    dict(stride=1, padding=1, dilation=1, groups=1),
+    dict(stride=2, padding=0, dilation=1, groups=1),
+    dict(stride=(1, 2), padding=(2, 1), dilation=(2, 1), groups=1),
+    dict(stride=1, padding=0, dilation=1, groups=2),
+    dict(stride=1, padding=1, dilation=1, groups=4),
+])
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv2d(fallback_counter, dtype, cfg, bias):
+    x = rnd(2, 4, 9, 8, dtype=dtype)
+    w = rnd(6 if cfg["groups"] != 4 else 8, 4 // cfg["groups"], 3, 3, dtype=dtype, seed=2) * 0.3
+    b = rnd(w.shape[0], dtype=dtype, seed=3)
+    if bias:
+        fwd_bwd(lambda x, w, b: F.conv2d(x, w, b, **cfg), [x, w, b], dtype)
+    else:
+        fwd_bwd(lambda x, w: F.conv2d(x, w, None, **cfg), [x, w], dtype)
+    no_fallback(fallback_counter)
+
+
+@pytest.mark.parametrize("dtype", DT)
+def test_conv_pointwise_and_noncontiguous(fallback_counter, dtype):
+    x = rnd(3, 8, 6, 5, dtype=dtype).permute(0, 1, 3, 2)  # non-contiguous input
+    w = rnd(5, 8, 1, 1, dtype=dtype, seed=4)
+    fwd_bwd(lambda x, w: F.conv2d(x, w), [x, w], dtype)
+    # channels_last memory format
+    x2 = rnd(2, 3, 7, 7, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    w2 = rnd(4, 3, 3, 3, dtype=dtype, seed=5)
+    fwd_bwd(lambda x, w: F.conv2d(x, w, padding=1), [x2, w2], dtype)
+    no_fallback(fallback_counter)
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("cfg", [dict(stride=1, padding=0), dict(stride=2, padding=2, dilation=2, groups=2)])
+def test_conv1d(fallback_counter, dtype, cfg):
+    x = rnd(2, 4, 17, dtype=dtype)
+    w = rnd(6, 4 // cfg.get("groups", 1), 3, dtype=dtype, seed=2)
+    b = rnd(6, dtype=dtype, seed=3)
+    fwd_bwd(lambda x, w, b: F.conv1d(x, w, b, **cfg), [x, w, b], dtype)
+    no_fallback(fallback_counter)
+
+
+def test_conv_float64_and_errors(fallback_counter):
+    x, w = rnd(1, 2, 5, 5).double(), rnd(3, 2, 3, 3).double()
+    fwd_bwd(lambda x, w: F.conv2d(x, w), [x, w], torch.float64)
+    no_fallback(fallback_counter)
+    with pytest.raises(RuntimeError):
+        F.conv2d(hpu(rnd(1, 3, 5, 5)), hpu(rnd(2, 2, 3, 3)))
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("cfg", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                 dict(kernel_size=(3, 2), stride=(2, 1), dilation=(1, 2), ceil_mode=True)])
+def test_max_pool2d(fallback_counter, dtype, cfg):
+    x = rnd(2, 3, 9, 10, dtype=dtype)
+    fwd_bwd(lambda x: F.max_pool2d(x, **cfg), [x], dtype)
+    yc, ic = F.max_pool2d(x, return_indices=True, **cfg)
+    yh, ih = F.max_pool2d(hpu(x), return_indices=True, **cfg)
+    assert torch.equal(ih.cpu(), ic)
+    fwd_bwd(lambda x: F.max_pool2d(x, **cfg), [x[0]], dtype)  # unbatched
+    no_fallback(fallback_counter)
+
+
+def test_max_pool2d_ties_and_nan(fallback_counter):
+    x = torch.zeros(1, 1, 4, 4)
+    x[0, 0, 1, 1] = float("nan")
+    yc, ic = F.max_pool2d(x, 2, return_indices=True)
+    yh, ih = F.max_pool2d(hpu(x), 2, return_indices=True)
+    torch.testing.assert_close(yh.cpu(), yc, equal_nan=True)
+    assert torch.equal(ih.cpu(), ic)
+    no_fallback(fallback_counter)
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("cfg", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                 dict(kernel_size=3, stride=2, padding=1, count_include_pad=False, ceil_mode=True),
+                                 dict(kernel_size=(2, 3), divisor_override=5)])
+def test_avg_pool2d(fallback_counter, dtype, cfg):
+    x = rnd(2, 3, 9, 10, dtype=dtype)
+    fwd_bwd(lambda x: F.avg_pool2d(x, **cfg), [x], dtype)
+    no_fallback(fallback_counter)
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("size", [(3, 4), (5, 7), (2, 1)])
+def test_adaptive_avg_pool2d(fallback_counter, dtype, size):
+    x = rnd(2, 3, 9, 10, dtype=dtype)
+    fwd_bwd(lambda x: F.adaptive_avg_pool2d(x, size), [x], dtype)
+    no_fallback(fallback_counter)
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("shape", [(4, 3), (4, 3, 5), (2, 5, 4, 3)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_train_eval(fallback_counter, dtype, shape, affine):
+    x = rnd(*shape, dtype=dtype) * 2 + 1
+    C = shape[1]
+    bn = {1: nn.BatchNorm1d, 2: nn.BatchNorm2d}[max(len(shape) - 2, 1)](C, affine=affine).to(dtype)
+    if affine:
+        with torch.no_grad():
+            bn.weight.copy_(rnd(C, seed=3))
+            bn.bias.copy_(rnd(C, seed=4))
+    hbn = copy.deepcopy(bn).to("hpu")
+    xc, xh = x.clone().requires_grad_(), hpu(x).requires_grad_()
+    yc, yh = bn(xc), hbn(xh)
+    close(yh, yc, dtype)
+    g = rnd(*shape, dtype=dtype, seed=5)
+    yc.backward(g)
+    yh.backward(hpu(g))
+    close(xh.grad, xc.grad, dtype)
+    if affine:
+        close(hbn.weight.grad, bn.weight.grad, dtype)
+        close(hbn.bias.grad, bn.bias.grad, dtype)
+    close(hbn.running_mean, bn.running_mean, dtype)
+    close(hbn.running_var, bn.running_var, dtype)
+    bn.eval()
+    hbn.eval()
+    fwd_bwd(lambda x: hbn(x) if x.device.type == "hpu" else bn(x), [x], dtype)
+    no_fallback(fallback_counter)
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("shape,norm", [((4, 8), (8,)), ((2, 5, 16), (16,)), ((3, 4, 5), (4, 5))])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm(fallback_counter, dtype, shape, norm, affine):
+    x = rnd(*shape, dtype=dtype) * 3 + 0.5
+    w, b = rnd(*norm, dtype=dtype, seed=2), rnd(*norm, dtype=dtype, seed=3)
+    if affine:
+        fwd_bwd(lambda x, w, b: F.layer_norm(x, norm, w, b, 1e-5), [x, w, b], dtype)
+    else:
+        fwd_bwd(lambda x: F.layer_norm(x, norm, eps=1e-5), [x], dtype)
+    no_fallback(fallback_counter)
+
+
+@pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("padding_idx,scale", [(None, False), (2, False), (None, True)])
+def test_embedding(fallback_counter, dtype, padding_idx, scale):
+    w = rnd(10, 6, dtype=dtype)
+    idx = torch.tensor([[1, 2, 3, 2], [9, 0, 2, 1]])
+    wc, wh = w.clone().requires_grad_(), hpu(w).requires_grad_()
+    yc = F.embedding(idx, wc, padding_idx=padding_idx, scale_grad_by_freq=scale)
+    yh = F.embedding(hpu(idx), wh, padding_idx=padding_idx, scale_grad_by_freq=scale)
+    close(yh, yc, dtype)
+    g = rnd(*yc.shape, dtype=dtype, seed=3)
+    yc.backward(g)
+    yh.backward(hpu(g))
+    close(wh.grad, wc.grad, dtype)
+    no_fallback(fallback_counter)
+
+
+def test_index_select(fallback_counter):
+    x = rnd(4, 5, 6)
+    for dim in (0, 1, 2, -1):
+        idx = torch.tensor([3, 0, 0, 2])
+        close(torch.index_select(hpu(x), dim, hpu(idx)), torch.index_select(x, dim, idx))
+        close(torch.index_select(hpu(x).transpose(0, 2), dim, hpu(idx.int())),
+              torch.index_select(x.transpose(0, 2), dim, idx.int()))
+    xi = torch.arange(20).reshape(4, 5)
+    assert torch.equal(torch.index_select(hpu(xi), 1, hpu(torch.tensor([4, 1]))).cpu(), xi[:, [4, 1]])
+    no_fallback(fallback_counter)
+    with pytest.raises(IndexError):
+        torch.index_select(hpu(x), 0, hpu(torch.tensor([7])))
+
+
+class SmallCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)  # a bias before BN has ~0 grad: Adam amplifies noise
+        self.bn = nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 8, 3, stride=2, groups=2)
+        self.fc = nn.Linear(8 * 2 * 2, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn(self.c1(x))), 2)
+        x = F.adaptive_avg_pool2d(F.relu(self.c2(x)), 2)
+        return self.fc(x.flatten(1))
+
+
+def _train_step_equal(model, x, target, opt_cls, steps=2, **opt_kw):
+    torch.manual_seed(0)
+    mc, mh = copy.deepcopy(model), copy.deepcopy(model).to("hpu")
+    oc, oh = opt_cls(mc.parameters(), **opt_kw), opt_cls(mh.parameters(), **opt_kw)
+    for _ in range(steps):
+        for m, o, dev in ((mc, oc, "cpu"), (mh, oh, "hpu")):
+            o.zero_grad()
+            loss = F.cross_entropy(m(x.to(dev)), target.to(dev))
+            loss.backward()
+            o.step()
+    for (n, pc), ph in zip(mc.named_parameters(), mh.parameters()):
+        torch.testing.assert_close(ph.detach().cpu(), pc.detach(), atol=1e-5, rtol=1e-4, msg=n)
+    for bc, bh in zip(mc.buffers(), mh.buffers()):
+        torch.testing.assert_close(bh.cpu(), bc, atol=1e-5, rtol=1e-4)
+
+
+def test_cnn_adam_step(fallback_counter):
+    torch.manual_seed(1)
+    _train_step_equal(SmallCNN(), rnd(4, 3, 10, 10), torch.tensor([1, 2, 3, 4]), torch.optim.Adam, lr=1e-2)
+    no_fallback(fallback_counter)
+
+
+def test_mlp_adamw_sgd_step(fallback_counter):
+    torch.manual_seed(2)
+    mlp = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.LayerNorm(32), nn.Linear(32, 5))
+    x, t = rnd(16, 12), torch.arange(16) % 5
+    _train_step_equal(mlp, x, t, torch.optim.AdamW, lr=1e-2)
+    _train_step_equal(mlp, x, t, torch.optim.SGD, lr=1e-1, momentum=0.9)
+    no_fallback(fallback_counter)
+
+
+def test_transformer_layer_eval(fallback_counter):
+    torch.manual_seed(3)
+    emb = nn.Embedding(20, 16)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, activation="gelu", batch_first=True)
+    idx = torch.randint(0, 20, (2, 5))
+
+    def run(dev):
+        e, lay = copy.deepcopy(emb).to(dev), copy.deepcopy(layer).to(dev)
+        y = lay(e(idx.to(dev)))
+        y.pow(2).sum().backward()
+        return y, e.weight.grad, lay.linear1.weight.grad
+    for a, b in zip(run("hpu"), run("cpu")):
+        torch.testing.assert_close(a.cpu(), b, atol=1e-5, rtol=1e-4)
+    no_fallback(fallback_counter)
