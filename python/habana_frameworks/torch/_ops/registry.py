@@ -71,7 +71,10 @@ _aten_lib: torch.library.Library | None = None
 # Ops with a CompositeExplicitAutograd kernel that only raises for out-of-tree devices: a
 # backend fallback never sees them, so they get an explicit HPU kernel that routes to
 # hpu_kernel like every other op.
-EXPLICIT_HPU_OPS = ("convolution_overrideable", "convolution_backward_overrideable")
+EXPLICIT_HPU_OPS = ("convolution_overrideable", "convolution_backward_overrideable",
+                    # CPU kernels next to a CompositeExplicitAutograd decomposition, which would
+                    # shadow the fallback and round differently from the fused CPU kernel.
+                    "native_layer_norm", "native_group_norm", "addr", "addr.out")
 
 
 def _explicit_kernel(name: str):
