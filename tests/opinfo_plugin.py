@@ -55,6 +55,7 @@ def pytest_runtest_logreport(report):
         outcome = report.outcome
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if report.skipped else "xpassed"
+            reason = report.wasxfail.removeprefix("reason: ")
         _outcomes[report.nodeid] = (outcome, reason)
     elif report.when == "teardown" and report.failed:
         _outcomes[report.nodeid] = ("failed", "")
@@ -82,6 +83,8 @@ def _summary() -> dict | None:
         "tests": len(_outcomes),
         "samples": sum(r.get("samples", 0) for r in records.values()),
         "compared": sum(r.get("compared", 0) for r in records.values()),
+        "inplace_compared": sum(r.get("inplace_compared", 0) for r in records.values()),
+        "out_compared": sum(r.get("out_compared", 0) for r in records.values()),
         "native_calls": sum(native_ops.values()),
         "fallback_calls": sum(fallback_ops.values()),
         "outcomes": dict(count),
@@ -103,7 +106,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         json.dump(s, f, indent=1, sort_keys=False)
     o = s["outcomes"]
     terminalreporter.write_line(
-        f"opinfo: {s['ops']} ops, {s['samples']} samples ({s['compared']} compared), "
+        f"opinfo: {s['ops']} ops, {s['samples']} samples ({s['compared']} compared, "
+        f"{s['inplace_compared']} in-place, {s['out_compared']} out=), "
         f"native {s['native_calls']}, fallback {s['fallback_calls']}, "
         f"passed {o.get('passed', 0)}, failed {o.get('failed', 0)}, "
         f"skipped {o.get('skipped', 0)}, xfailed {o.get('xfailed', 0)} -> {SUMMARY_PATH}")

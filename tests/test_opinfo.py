@@ -24,6 +24,9 @@ from habana_frameworks.torch._ops import fallback, registry
 import opinfo_plugin
 
 MAX_SAMPLES = int(os.environ.get("HPUSIM_OPINFO_MAX_SAMPLES", "8"))
+# In-place and out= variants are exercised on the first samples only (they test the
+# fallback's write-back, resize and aliasing, not the math again).
+MAX_VARIANT_SAMPLES = int(os.environ.get("HPUSIM_OPINFO_MAX_VARIANT_SAMPLES", "2"))
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 # Ops whose values are random by design: run on hpu, shapes/dtypes checked, values not.
@@ -216,7 +219,8 @@ def _fmt(sample, i) -> str:
 def test_opinfo(op, dtype, request):
     rec = {"op": op.name + (f".{op.variant_test_name}" if op.variant_test_name else ""),
            "dtype": str(dtype).removeprefix("torch."), "samples": 0, "compared": 0,
-           "grads_compared": 0, "cpu_errors": 0, "hpu_more_permissive": 0}
+           "grads_compared": 0, "cpu_errors": 0, "hpu_more_permissive": 0,
+           "inplace_compared": 0, "out_compared": 0}
     opinfo_plugin.RECORDS[request.node.nodeid] = rec
     fb0, nat0 = fallback.counts(), registry.native_counts()
     try:
@@ -311,6 +315,10 @@ def _run(op, dtype, rec):
             continue
         rec["compared"] += 1
 
+        # ---- in-place and out= variants (no autograd: leaves cannot be written in place)
+        if i < MAX_VARIANT_SAMPLES and not uninitialized:
+            failures += _check_variants(op, sample, cpu_out, hpu_in, what, sample_random, rec)
+
         # ---- backward
         if not requires_grad or sample_random or uninitialized:
             continue
@@ -365,6 +373,89 @@ def _run(op, dtype, rec):
             pytest.skip("every sample raises on cpu too (errors matched on hpu)")
     if randomized and rec["compared"]:
         pytest.skip("random op: ran on hpu, shapes/dtypes checked, values not comparable")
+
+
+def _nograd(v, device):
+    v = _clone(v, device)
+    for t in _tensors(v, []):
+        t.requires_grad_(False)
+    return v
+
+
+def _call_both(fn_cpu, fn_hpu, what):
+    """Run on cpu and hpu; returns (cpu_result, hpu_result, failure or None, cpu_raised)."""
+    try:
+        c = fn_cpu()
+    except Exception as ce:  # noqa: BLE001
+        try:
+            fn_hpu()
+        except Exception as he:  # noqa: BLE001
+            if type(he) is not type(ce):
+                return None, None, (f"{what}: cpu raises {type(ce).__name__}({str(ce)[:120]}) "
+                                    f"but hpu raises {type(he).__name__}({str(he)[:200]})"), True
+        return None, None, None, True
+    try:
+        h = fn_hpu()
+    except Exception as he:  # noqa: BLE001
+        if COMPLEX_UNSUPPORTED in str(he):
+            return None, None, None, True
+        return None, None, f"{what}: hpu raises {type(he).__name__}: {str(he)[:300]}", False
+    return c, h, None, False
+
+
+def _check_variants(op, sample, cpu_out, hpu_in, what, metadata_only, rec) -> list[str]:
+    failures = []
+    inplace = op.inplace_variant
+    if inplace is not None and isinstance(sample.input, torch.Tensor):
+        ci = _nograd((sample.input, sample.args, sample.kwargs), "cpu")
+        hi = _nograd((sample.input, sample.args, sample.kwargs), "hpu")
+        if op.name in HOST_ARGS:
+            hi = (hi[0], hpu_in[1], hi[2])
+        _seed(7)
+        c, h, fail, raised = _call_both(lambda: inplace(ci[0], *ci[1], **ci[2]),
+                                        lambda: inplace(hi[0], *hi[1], **hi[2]), f"{what} in-place")
+        if fail:
+            failures.append(fail)
+        elif not raised:
+            try:
+                assert (c is ci[0]) == (h is hi[0]), \
+                    f"{what} in-place: returns self on cpu: {c is ci[0]}, on hpu: {h is hi[0]}"
+                _assert_same(ci[0], hi[0], f"{what} in-place self", metadata_only=metadata_only)
+                rec["inplace_compared"] += 1
+            except AssertionError as err:
+                failures.append(str(err)[:1500])
+
+    outs = cpu_out if isinstance(cpu_out, (tuple, list)) else (cpu_out,)
+    if (op.supports_out and outs and all(isinstance(t, torch.Tensor) for t in outs)
+            and "out" not in sample.kwargs):
+        ci = _nograd((sample.input, sample.args, sample.kwargs), "cpu")
+        hi = _nograd((sample.input, sample.args, sample.kwargs), "hpu")
+        if op.name in HOST_ARGS:
+            hi = (hi[0], hpu_in[1], hi[2])
+        # Empty out tensors: the kernel must resize them (the common out= path).
+        c_out = tuple(torch.empty(0, dtype=t.dtype) for t in outs)
+        h_out = tuple(torch.empty(0, dtype=t.dtype, device="hpu") for t in outs)
+        if not isinstance(cpu_out, (tuple, list)):
+            c_out, h_out = c_out[0], h_out[0]
+        _seed(7)
+        c, h, fail, raised = _call_both(lambda: op(ci[0], *ci[1], out=c_out, **ci[2]),
+                                        lambda: op(hi[0], *hi[1], out=h_out, **hi[2]), f"{what} out=")
+        if fail:
+            failures.append(fail)
+        elif not raised:
+            try:
+                hs = h if isinstance(h, (tuple, list)) else (h,)
+                hos = h_out if isinstance(h_out, tuple) else (h_out,)
+                if c is not None:
+                    assert all(a is b for a, b in zip(hs, hos)), \
+                        f"{what} out=: result is not the out tensor"
+                else:
+                    assert h is None, f"{what} out=: returns {type(h).__name__} on hpu, None on cpu"
+                _assert_same(c_out, h_out, f"{what} out= tensors", metadata_only=metadata_only)
+                rec["out_compared"] += 1
+            except AssertionError as err:
+                failures.append(str(err)[:1500])
+    return failures
 
 
 def _all_zero(t) -> bool:

@@ -74,7 +74,10 @@ _aten_lib: torch.library.Library | None = None
 EXPLICIT_HPU_OPS = ("convolution_overrideable", "convolution_backward_overrideable",
                     # CPU kernels next to a CompositeExplicitAutograd decomposition, which would
                     # shadow the fallback and round differently from the fused CPU kernel.
-                    "native_layer_norm", "native_group_norm", "addr", "addr.out")
+                    "native_layer_norm", "native_group_norm", "addr", "addr.out",
+                    # Composite out= kernels that reject devices other than cpu/cuda/xpu, or
+                    # call a CPU DispatchStub directly.
+                    "mode.values", "nanmean.out")
 
 
 def _explicit_kernel(name: str):
