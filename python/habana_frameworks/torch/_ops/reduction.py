@@ -1,2 +1,494 @@
-"""Reductions, softmax family and losses lowered to Go."""
+"""Reductions (sum, mean, max/min, var/std, norm, ...), softmax and losses lowered to Go.
+
+Every reduction is brought to a 2-D [M, N] view (kept dims first, reduced dims last; a copy
+only when no view exists) and reduced along N by the Go core.
+"""
 from __future__ import annotations
+
+import math
+
+import torch
+
+from .. import _native
+from .registry import native, NotNative
+
+_CODE = _native.DTYPE_CODE
+_FLOATS = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+SUM, MEAN, PROD, AMAX, AMIN, VAR, NORM, LSE, ALL, ANY = range(10)
+
+
+def _dims(x: torch.Tensor, dim) -> list[int]:
+    nd = max(x.dim(), 1)
+    if dim is None:
+        return list(range(x.dim()))
+    if isinstance(dim, int):
+        dim = [dim]
+    if len(dim) == 0:
+        return list(range(x.dim()))
+    out = []
+    for d in dim:
+        if d < -nd or d >= nd:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {d})")
+        d = d % nd
+        if d in out:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+        out.append(d)
+    return [d for d in out if d < x.dim()] if x.dim() else []
+
+
+def _to2d(x: torch.Tensor, red: list[int]):
+    """[M, N] view of x with the dims in red last; also the kept (keepdim) output shape."""
+    kept = [d for d in range(x.dim()) if d not in red]
+    M = math.prod(x.shape[d] for d in kept)
+    N = math.prod(x.shape[d] for d in red)
+    xp = x.permute(kept + red) if x.dim() else x
+    try:
+        x2 = xp.view(M, N)
+    except RuntimeError:
+        x2 = xp.reshape(M, N)
+    keep_shape = [1 if d in red else x.shape[d] for d in range(x.dim())]
+    return x2, M, N, keep_shape
+
+
+def _finish(res: torch.Tensor, keep_shape, keepdim, red, x, out):
+    shape = keep_shape if keepdim else [s for d, s in enumerate(keep_shape) if d not in red]
+    res = res.view(shape)
+    if out is not None:
+        if out.dtype != res.dtype:
+            raise NotNative
+        if list(out.shape) != list(shape):
+            out.resize_(shape)
+        out.copy_(res)
+        return out
+    return res
+
+
+def _reduce(kind, x, dim, keepdim, dtype=None, params=(), out=None, out_dtype=None):
+    if x.dtype not in _CODE or (dtype is not None and dtype not in _CODE):
+        raise NotNative
+    red = _dims(x, dim)
+    x2, M, N, keep_shape = _to2d(x, red)
+    rdt = out_dtype or dtype or x.dtype
+    res = torch.empty(M, dtype=rdt, device=x.device)
+    if M:
+        _native.run("red.reduce", [res, x2], (kind,), params)
+    return _finish(res, keep_shape, keepdim, red, x, out)
+
+
+def _float_only(x, dtype=None):
+    dt = dtype or x.dtype
+    if dt not in _FLOATS or x.dtype not in _FLOATS:
+        raise NotNative
+
+
+@native("aten::sum.dim_IntList")
+def sum_dim(self, dim, keepdim=False, *, dtype=None):
+    _float_only(self, dtype)
+    return _reduce(SUM, self, dim, keepdim, dtype)
+
+
+@native("aten::sum.IntList_out")
+def sum_out(self, dim, keepdim=False, *, dtype=None, out):
+    _float_only(self, dtype)
+    return _reduce(SUM, self, dim, keepdim, dtype, out=out)
+
+
+@native("aten::sum.default")
+def sum_all(self, *, dtype=None):
+    _float_only(self, dtype)
+    return _reduce(SUM, self, None, False, dtype)
+
+
+@native("aten::mean.dim")
+def mean_dim(self, dim, keepdim=False, *, dtype=None):
+    _float_only(self, dtype)
+    return _reduce(MEAN, self, dim, keepdim, dtype)
+
+
+@native("aten::mean.out")
+def mean_out(self, dim, keepdim=False, *, dtype=None, out):
+    _float_only(self, dtype)
+    return _reduce(MEAN, self, dim, keepdim, dtype, out=out)
+
+
+@native("aten::mean.default")
+def mean_all(self, *, dtype=None):
+    _float_only(self, dtype)
+    return _reduce(MEAN, self, None, False, dtype)
+
+
+def _prod_ok(self, dtype):
+    _float_only(self, dtype)
+    if (dtype or self.dtype) in (torch.bfloat16, torch.float16):
+        raise NotNative  # torch rounds every partial product to the reduced dtype
+
+
+@native("aten::prod.default")
+def prod_all(self, *, dtype=None):
+    _prod_ok(self, dtype)
+    return _reduce(PROD, self, None, False, dtype)
+
+
+@native("aten::prod.dim_int")
+def prod_dim(self, dim, keepdim=False, *, dtype=None):
+    _prod_ok(self, dtype)
+    return _reduce(PROD, self, [dim], keepdim, dtype)
+
+
+def _nonempty(x, red, name):
+    for d in red:
+        if x.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    if not red and x.numel() == 0:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+
+
+@native("aten::amax")
+def amax(self, dim=(), keepdim=False):
+    _float_only(self)
+    _nonempty(self, _dims(self, dim), "amax")
+    return _reduce(AMAX, self, dim, keepdim)
+
+
+@native("aten::amin")
+def amin(self, dim=(), keepdim=False):
+    _float_only(self)
+    _nonempty(self, _dims(self, dim), "amin")
+    return _reduce(AMIN, self, dim, keepdim)
+
+
+@native("aten::max.default")
+def max_all(self):
+    _float_only(self)
+    if self.numel() == 0:
+        raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+    return _reduce(AMAX, self, None, False)
+
+
+@native("aten::min.default")
+def min_all(self):
+    _float_only(self)
+    if self.numel() == 0:
+        raise RuntimeError("min(): Expected reduction dim to be specified for input.numel() == 0. "
+                           "Specify the reduction dim with the 'dim' argument.")
+    return _reduce(AMIN, self, None, False)
+
+
+def _argreduce(x, dim, keepdim, is_min, want_values):
+    _float_only(x)
+    if dim is None:
+        red = list(range(x.dim()))
+        x2 = x.reshape(1, -1)
+        M, keep_shape, keepdim = 1, [1] * x.dim(), keepdim
+        if x.numel() == 0:
+            raise RuntimeError("argmax(): Expected reduction dim to be specified for input.numel() == 0.")
+    else:
+        red = _dims(x, [dim])
+        _nonempty(x, red, "max" if not is_min else "min")
+        x2, M, N, keep_shape = _to2d(x, red)
+    idx = torch.empty(M, dtype=torch.int64, device=x.device)
+    vals = torch.empty(M if want_values else 0, dtype=x.dtype, device=x.device)
+    if M:
+        _native.run("red.argreduce", [vals, idx, x2], (int(is_min), int(want_values)))
+    idx = _finish(idx, keep_shape, keepdim, red, x, None)
+    if dim is None and not keepdim:
+        idx = idx.view(())
+    if want_values:
+        return _finish(vals, keep_shape, keepdim, red, x, None), idx
+    return idx
+
+
+@native("aten::max.dim")
+def max_dim(self, dim, keepdim=False):
+    return _argreduce(self, dim, keepdim, False, True)
+
+
+@native("aten::min.dim")
+def min_dim(self, dim, keepdim=False):
+    return _argreduce(self, dim, keepdim, True, True)
+
+
+@native("aten::argmax")
+def argmax(self, dim=None, keepdim=False):
+    return _argreduce(self, dim, keepdim, False, False)
+
+
+@native("aten::argmin")
+def argmin(self, dim=None, keepdim=False):
+    return _argreduce(self, dim, keepdim, True, False)
+
+
+def _correction(correction, unbiased=None):
+    if correction is None:
+        return 1.0
+    return float(correction)
+
+
+@native("aten::var.correction")
+def var_correction(self, dim=None, *, correction=None, keepdim=False):
+    _float_only(self)
+    return _reduce(VAR, self, dim, keepdim, params=(_correction(correction), 0.0))
+
+
+@native("aten::std.correction")
+def std_correction(self, dim=None, *, correction=None, keepdim=False):
+    _float_only(self)
+    return _reduce(VAR, self, dim, keepdim, params=(_correction(correction), 1.0))
+
+
+@native("aten::var_mean.correction")
+def var_mean_correction(self, dim=None, *, correction=None, keepdim=False):
+    return var_correction(self, dim, correction=correction, keepdim=keepdim), mean_dim(self, dim, keepdim)
+
+
+@native("aten::std_mean.correction")
+def std_mean_correction(self, dim=None, *, correction=None, keepdim=False):
+    return std_correction(self, dim, correction=correction, keepdim=keepdim), mean_dim(self, dim, keepdim)
+
+
+@native("aten::linalg_vector_norm")
+def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
+    _float_only(self, dtype)
+    if isinstance(ord, complex):
+        raise NotNative
+    o = float(ord)
+    if o < 0 and self.numel() == 0:
+        raise NotNative
+    x = self if dtype is None else self.to(dtype)
+    return _reduce(NORM, x, dim, keepdim, params=(o,))
+
+
+@native("aten::logsumexp")
+def logsumexp(self, dim, keepdim=False):
+    _float_only(self)
+    return _reduce(LSE, self, dim, keepdim)
+
+
+@native("aten::all.default")
+def all_default(self):
+    if self.dtype not in _CODE:
+        raise NotNative
+    return _reduce(ALL, self, None, False, out_dtype=torch.bool if self.dtype != torch.uint8 else torch.uint8)
+
+
+@native("aten::any.default")
+def any_default(self):
+    if self.dtype not in _CODE:
+        raise NotNative
+    return _reduce(ANY, self, None, False, out_dtype=torch.bool if self.dtype != torch.uint8 else torch.uint8)
+
+
+@native("aten::all.dim", "aten::all.dims")
+def all_dim(self, dim=None, keepdim=False):
+    if self.dtype not in _CODE:
+        raise NotNative
+    return _reduce(ALL, self, dim, keepdim, out_dtype=torch.bool if self.dtype != torch.uint8 else torch.uint8)
+
+
+@native("aten::any.dim", "aten::any.dims")
+def any_dim(self, dim=None, keepdim=False):
+    if self.dtype not in _CODE:
+        raise NotNative
+    return _reduce(ANY, self, dim, keepdim, out_dtype=torch.bool if self.dtype != torch.uint8 else torch.uint8)
+
+
+@native("aten::cumsum")
+def cumsum(self, dim, *, dtype=None):
+    _float_only(self, dtype)
+    x = self if dtype is None else self.to(dtype)
+    if x.dim() == 0:
+        return x.clone()
+    d = _dims(x, [dim])[0]
+    xt = x.movedim(d, -1)
+    res = torch.empty(xt.shape, dtype=x.dtype, device=x.device)
+    if res.numel():
+        N = xt.shape[-1]
+        try:
+            x2 = xt.view(-1, N)
+        except RuntimeError:
+            x2 = xt.reshape(-1, N)
+        _native.run("red.cumsum", [res.view(-1, N), x2])
+    return res.movedim(-1, d)
+
+
+# ---------------------------------------------------------------- softmax
+
+def _softmax_impl(x, dim, half_to_float, log):
+    if x.dtype not in _FLOATS or half_to_float:
+        raise NotNative
+    if x.dim() == 0:
+        x1 = x.view(1, 1)
+        res = torch.empty_like(x)
+        _native.run("red.softmax", [res.view(1, 1), x1], (int(log),))
+        return res
+    d = dim % x.dim()
+    xt = x.movedim(d, -1)
+    N = xt.shape[-1]
+    res = torch.empty(xt.shape, dtype=x.dtype, device=x.device)
+    if res.numel():
+        try:
+            x2 = xt.view(-1, N)
+        except RuntimeError:
+            x2 = xt.reshape(-1, N)
+        _native.run("red.softmax", [res.view(-1, N), x2], (int(log),))
+    return res.movedim(-1, d)
+
+
+@native("aten::_softmax")
+def _softmax(self, dim, half_to_float):
+    return _softmax_impl(self, dim, half_to_float, False)
+
+
+@native("aten::_log_softmax")
+def _log_softmax(self, dim, half_to_float):
+    return _softmax_impl(self, dim, half_to_float, True)
+
+
+def _softmax_bwd_impl(grad_output, output, dim, input_dtype, log):
+    if output.dtype not in _FLOATS or grad_output.dtype != output.dtype or input_dtype != output.dtype:
+        raise NotNative
+    if output.dim() == 0:
+        grad_output, output = grad_output.view(1), output.view(1)
+        dim = 0
+    d = dim % output.dim()
+    shape = torch.broadcast_shapes(grad_output.shape, output.shape)
+    gt = grad_output.expand(shape).movedim(d, -1)
+    yt = output.expand(shape).movedim(d, -1)
+    N = yt.shape[-1]
+    res = torch.empty(yt.shape, dtype=output.dtype, device=output.device)
+    if res.numel():
+        def flat(t):
+            try:
+                return t.view(-1, N)
+            except RuntimeError:
+                return t.reshape(-1, N)
+        _native.run("red.softmax_backward", [res.view(-1, N), flat(gt), flat(yt)], (int(log),))
+    return res.movedim(-1, d).reshape(output.shape) if output.dim() else res.view(())
+
+
+@native("aten::_softmax_backward_data")
+def _softmax_backward_data(grad_output, output, dim, input_dtype):
+    return _softmax_bwd_impl(grad_output, output, dim, input_dtype, False)
+
+
+@native("aten::_log_softmax_backward_data")
+def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
+    return _softmax_bwd_impl(grad_output, output, dim, input_dtype, True)
+
+
+# ---------------------------------------------------------------- losses
+
+@native("aten::nll_loss_forward")
+def nll_loss_forward(self, target, weight, reduction, ignore_index):
+    if self.dtype not in _FLOATS or target.dtype not in (torch.int64, torch.uint8, torch.int32):
+        raise NotNative
+    if self.dim() not in (1, 2) or target.dim() > 1:
+        raise NotNative
+    x = self if self.dim() == 2 else self.view(1, -1)
+    t = target.view(-1) if target.dim() == 1 else target.view(1)
+    if t.shape[0] != x.shape[0]:
+        raise RuntimeError(f"Expected input batch_size ({x.shape[0]}) to match target batch_size ({t.shape[0]}).")
+    has_w = weight is not None
+    if has_w and (weight.dim() != 1 or weight.numel() != x.shape[1]):
+        raise NotNative
+    if reduction == 0 and self.dim() == 2:
+        out = torch.empty(x.shape[0], dtype=self.dtype, device=self.device)
+    else:
+        out = torch.empty((), dtype=self.dtype, device=self.device)
+    tw = torch.empty((), dtype=self.dtype, device=self.device)
+    w = weight if has_w else tw
+    _native.run("loss.nll_forward", [out.view(-1) if out.dim() else out.view(1), tw.view(1), x, t, w.view(-1)],
+                (reduction, ignore_index, int(has_w)))
+    return out, tw
+
+
+@native("aten::nll_loss_backward")
+def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    if self.dtype not in _FLOATS or target.dtype not in (torch.int64, torch.uint8, torch.int32):
+        raise NotNative
+    if self.dim() not in (1, 2) or target.dim() > 1:
+        raise NotNative
+    gi = torch.empty_like(self, memory_format=torch.contiguous_format)
+    g2 = gi if self.dim() == 2 else gi.view(1, -1)
+    t = target.view(-1) if target.dim() == 1 else target.view(1)
+    has_w = weight is not None
+    w = weight if has_w else total_weight
+    go = grad_output.reshape(-1) if grad_output.dim() else grad_output.view(1)
+    _native.run("loss.nll_backward", [g2, go, t, w.view(-1), total_weight.reshape(1)],
+                (reduction, ignore_index, int(has_w)))
+    return gi
+
+
+@native("aten::mse_loss")
+def mse_loss(self, target, reduction=1):
+    from .elementwise import ew
+    if self.dtype not in _FLOATS:
+        raise NotNative
+    rt = torch.result_type(self, target)
+    sq = ew("sqdiff", [self, target], rt)
+    if reduction == 0:
+        return sq
+    return _reduce(MEAN if reduction == 1 else SUM, sq, None, False)
+
+
+@native("aten::mse_loss_backward")
+def mse_loss_backward(grad_output, self, target, reduction):
+    from .elementwise import ew
+    if self.dtype not in _FLOATS:
+        raise NotNative
+    shape = torch.broadcast_shapes(self.shape, target.shape)
+    scale = 2.0 / math.prod(shape) if reduction == 1 else 2.0
+    rt = torch.result_type(self, target)
+    return ew("mse_backward", [grad_output, self, target], rt, params=(scale,), ref=self)
+
+
+# ---------------------------------------------------------------- out= variants
+# Structured ops reach the backend through their out= overload (torch allocates the outputs
+# and calls it), so every functional lowering above also serves its out= form.
+
+def _copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    if dst.dtype != src.dtype:
+        raise NotNative
+    if dst.shape != src.shape:
+        dst.resize_(src.shape)
+    if dst.numel():
+        _native.run("copy", (dst, src))
+    return dst
+
+
+def _register_out(fn, name: str):
+    from .elementwise import _exists
+    if not _exists(name):
+        return
+    from .registry import _resolve
+    schema = _resolve(name)._schema
+    out_names = [a.name for a in schema.arguments if a.is_out]
+
+    def kernel(*args, **kw):
+        outs = [kw.pop(n) for n in out_names]
+        res = fn(*args, **kw)
+        res = res if isinstance(res, tuple) else (res,)
+        done = tuple(_copy_into(o, r) for o, r in zip(outs, res))
+        return done if len(done) > 1 else done[0]
+    native(name)(kernel)
+
+
+for _fn, _name in [
+    (_softmax, "aten::_softmax.out"), (_log_softmax, "aten::_log_softmax.out"),
+    (_softmax_backward_data, "aten::_softmax_backward_data.out"),
+    (_log_softmax_backward_data, "aten::_log_softmax_backward_data.out"),
+    (nll_loss_forward, "aten::nll_loss_forward.output"),
+    (nll_loss_backward, "aten::nll_loss_backward.grad_input"),
+    (mse_loss, "aten::mse_loss.out"), (mse_loss_backward, "aten::mse_loss_backward.grad_input"),
+    (amax, "aten::amax.out"), (amin, "aten::amin.out"), (argmax, "aten::argmax.out"),
+    (argmin, "aten::argmin.out"), (max_dim, "aten::max.dim_max"), (min_dim, "aten::min.dim_min"),
+    (cumsum, "aten::cumsum.out"), (all_default, "aten::all.all_out"), (any_default, "aten::any.all_out"),
+    (all_dim, "aten::all.out"), (any_dim, "aten::any.out"), (all_dim, "aten::all.dims_out"),
+    (any_dim, "aten::any.dims_out"), (var_correction, "aten::var.correction_out"),
+    (std_correction, "aten::std.correction_out"), (linalg_vector_norm, "aten::linalg_vector_norm.out"),
+    (logsumexp, "aten::logsumexp.out"), (prod_dim, "aten::prod.int_out"), (max_all, "aten::max.unary_out"),
+    (min_all, "aten::min.unary_out"),
+]:
+    _register_out(_fn, _name)
