@@ -52,8 +52,8 @@ def load(model: str) -> tuple[torch.Tensor, torch.Tensor]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
-    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--model", choices=("mlp", "cnn"), default="cnn")
+    ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=1e-3)
     args = ap.parse_args()
