@@ -43,9 +43,34 @@ UNINITIALIZED = ("empty", "empty_like", "new_empty", "new_empty_strided", "empty
 # (op name, variant, dtype or None) -> reason: failures of native kernels owned by others.
 _GEMM_F32 = ("native mm/bmm (linalg.py, kernels/gemm.go): float32 summation order differs from "
              "torch's CPU BLAS beyond the default rtol 1.3e-6 on large-magnitude grads")
+_SUM_F32 = ("native sum (reduction.py) in broadcast backward: float32 summation order differs from "
+            "CPU beyond the default rtol 1.3e-6")
+_BF16 = ("native {} kernel rounds bf16 differently from torch's CPU kernel (beyond rtol 1.6e-2): "
+         "expected to compute in float32 and round once")
 XFAIL: dict[tuple[str, str, str | None], str] = {
     ("linalg.householder_product", "", "float32"): _GEMM_F32,
     ("linalg.multi_dot", "", "float32"): _GEMM_F32,
+    ("kron", "", "float32"): _SUM_F32,
+    ("ldexp", "", "float32"): _SUM_F32,
+    ("pow", "", "float32"): _SUM_F32,
+    ("log_softmax", "", "bfloat16"): _BF16.format("_log_softmax (reduction.py)"),
+    ("masked.log_softmax", "", "bfloat16"): _BF16.format("_log_softmax (reduction.py)"),
+    ("masked.softmax", "", "bfloat16"): _BF16.format("_softmax_backward_data (reduction.py)"),
+    ("nn.functional.cross_entropy", "", "bfloat16"): _BF16.format("_log_softmax_backward_data"),
+    ("native_batch_norm", "", "bfloat16"): _BF16.format("native_batch_norm (nn_ops.py)"),
+    ("nn.functional.batch_norm", "", "bfloat16"): _BF16.format("native_batch_norm (nn_ops.py)"),
+    ("nn.functional.instance_norm", "", "bfloat16"): _BF16.format("native_batch_norm (nn_ops.py)"),
+    ("nn.functional.adaptive_avg_pool1d", "", "bfloat16"): _BF16.format("_adaptive_avg_pool2d_backward"),
+    ("nn.functional.adaptive_avg_pool2d", "", "bfloat16"): _BF16.format("_adaptive_avg_pool2d_backward"),
+    ("nn.functional.interpolate", "area", "bfloat16"): _BF16.format("_adaptive_avg_pool2d_backward"),
+    ("nn.functional.avg_pool1d", "", "bfloat16"): _BF16.format("avg_pool2d_backward (nn_ops.py)"),
+    ("nn.functional.avg_pool2d", "", "bfloat16"): _BF16.format("avg_pool2d_backward (nn_ops.py)"),
+    ("native_batch_norm", "", "float32"): (
+        "native native_batch_norm (nn_ops.py) in eval mode returns save_mean/save_invstd of "
+        "shape [C]; torch's CPU kernel returns empty tensors"),
+    ("nn.functional.layer_norm", "", "float32"): (
+        "native native_layer_norm_backward (nn_ops.py): grad of input for normalized_shape [1] "
+        "is 1.2e-4 instead of 0 (cancellation)"),
 }
 
 
