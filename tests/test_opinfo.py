@@ -28,6 +28,9 @@ MAX_SAMPLES = int(os.environ.get("HPUSIM_OPINFO_MAX_SAMPLES", "8"))
 # fallback's write-back, resize and aliasing, not the math again).
 MAX_VARIANT_SAMPLES = int(os.environ.get("HPUSIM_OPINFO_MAX_VARIANT_SAMPLES", "2"))
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+# Integer and bool inputs (forward, in-place and out= only), unless HPUSIM_OPINFO_INT=0.
+if os.environ.get("HPUSIM_OPINFO_INT", "1") != "0":
+    DTYPES.update({"int64": torch.int64, "bool": torch.bool})
 
 # Ops whose values are random by design: run on hpu, shapes/dtypes checked, values not.
 RANDOM_WORDS = ("rand", "normal", "bernoulli", "dropout", "multinomial", "uniform",
