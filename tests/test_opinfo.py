@@ -115,6 +115,10 @@ def _clone(v, device):
     if isinstance(v, torch.Tensor):
         if v.layout != torch.strided:
             raise _Uncomparable("sparse/non-strided sample input")
+        if v.device.type != "cpu":
+            raise _Uncomparable(f"sample input on {v.device.type}")
+        if v.is_complex() and device != "cpu":
+            raise _Uncomparable("complex sample input (HPU has no complex dtypes)")
         c = v.detach().to(device) if device != "cpu" else v.detach().clone()
         if device == "cpu" and v.is_contiguous() is False:
             # keep the input's strides (clone preserves them for dense non-overlapping)
@@ -308,7 +312,7 @@ def _run(op, dtype, rec):
             try:
                 op(hpu_in[0], *hpu_in[1], **hpu_in[2])
             except Exception as he:  # noqa: BLE001
-                if type(he) is not type(ce):
+                if type(he) is not type(ce) and COMPLEX_UNSUPPORTED not in str(he):
                     failures.append(f"{what}: cpu raises {type(ce).__name__}({str(ce)[:120]}) "
                                     f"but hpu raises {type(he).__name__}({str(he)[:200]})")
             else:
@@ -407,6 +411,9 @@ def _run(op, dtype, rec):
             continue
         rec["grads_compared"] += 1
 
+    if dtype == torch.float32:
+        failures += _check_error_inputs(op, rec)
+
     if failures:
         pytest.fail(f"{len(failures)}/{len(samples)} samples failed:\n" + "\n".join(failures[:4]),
                     pytrace=False)
@@ -500,6 +507,37 @@ def _check_variants(op, sample, cpu_out, hpu_in, what, metadata_only, rec) -> li
                 rec["out_compared"] += 1
             except AssertionError as err:
                 failures.append(str(err)[:1500])
+    return failures
+
+
+def _check_error_inputs(op, rec) -> list[str]:
+    """OpInfo's error inputs: the hpu must raise the same exception type as the cpu."""
+    failures = []
+    try:
+        eis = list(itertools.islice(op.error_inputs("cpu"), MAX_SAMPLES))
+    except Exception:  # noqa: BLE001  (no error inputs for this op)
+        return failures
+    for k, ei in enumerate(eis):
+        si = ei.sample_input
+        try:
+            ci = _nograd((si.input, si.args, si.kwargs), "cpu")
+            hi = _nograd((si.input, si.args, si.kwargs), "hpu")
+        except _Uncomparable:
+            continue
+        what = f"{op.name} error input {k} ({ei.error_type.__name__}: {str(ei.error_regex)[:60]})"
+        try:
+            op(ci[0], *ci[1], **ci[2])
+        except Exception as ce:  # noqa: BLE001
+            rec["error_inputs"] = rec.get("error_inputs", 0) + 1
+            try:
+                op(hi[0], *hi[1], **hi[2])
+            except Exception as he:  # noqa: BLE001
+                if type(he) is not type(ce) and COMPLEX_UNSUPPORTED not in str(he):
+                    failures.append(f"{what}: cpu raises {type(ce).__name__}({str(ce)[:120]}) "
+                                    f"but hpu raises {type(he).__name__}({str(he)[:200]})")
+            else:
+                rec["hpu_more_permissive"] += 1
+                rec.setdefault("permissive_inputs", []).append(what)
     return failures
 
 

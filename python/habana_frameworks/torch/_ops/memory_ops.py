@@ -8,6 +8,7 @@ from .. import _native
 from .registry import native
 
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+_MAX_DIMS = 64  # capi/main.go maxDims
 
 
 @native("aten::_copy_from")
@@ -16,7 +17,11 @@ def copy_from(self: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
     if src.shape != dst.shape:
         src = src.expand(dst.shape)  # copy_ broadcasts src into dst
     if dst.numel():
-        _native.run("copy", (dst, src))
+        if dst.dim() > _MAX_DIMS and dst.is_contiguous() and src.is_contiguous():
+            dst_, src_ = dst.view(-1), src.reshape(-1)  # the core takes up to 64 dims
+        else:
+            dst_, src_ = dst, src
+        _native.run("copy", (dst_, src_))
     return dst
 
 
