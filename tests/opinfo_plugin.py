@@ -27,7 +27,7 @@ SUMMARY_PATH = os.environ.get("HPUSIM_OPINFO_SUMMARY", "/tmp/hpusim_opinfo_summa
 
 
 def _is_opinfo(nodeid: str) -> bool:
-    return "test_opinfo.py::" in nodeid
+    return "test_opinfo.py::test_opinfo[" in nodeid
 
 
 def pytest_sessionfinish(session, exitstatus):

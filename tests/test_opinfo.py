@@ -543,3 +543,17 @@ def _check_error_inputs(op, rec) -> list[str]:
 
 def _all_zero(t) -> bool:
     return bool((t.detach().cpu() == 0).all())
+
+
+# ----------------------------------------------------------------------------- beyond the cap
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("scalar", [-3.14, 2, True])
+def test_fallback_wrapped_number_scalar(dtype, scalar):
+    """A Python scalar for a Tensor argument (copysign.Scalar -> copysign.out, OpInfo sample 9,
+    past the default sample cap) reaches the fallback as a number and must be re-wrapped."""
+    x = (torch.randn(5, generator=torch.Generator().manual_seed(0)) * 3).to(dtype)
+    expected = torch.copysign(x, scalar)
+    actual = torch.copysign(x.to("hpu"), scalar)
+    assert actual.device.type == "hpu"
+    torch.testing.assert_close(actual.cpu(), expected, rtol=0, atol=0)

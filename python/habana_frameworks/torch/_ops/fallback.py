@@ -207,6 +207,24 @@ _UNANNOTATED_WRITES = {
 }
 
 
+def _is_number(v) -> bool:
+    return isinstance(v, (bool, int, float, complex))
+
+
+def _takes_tensor(arg) -> bool:
+    t = arg.type
+    if isinstance(t, torch.OptionalType):
+        t = t.getElementType()
+    return isinstance(t, torch.TensorType)
+
+
+def _wrap_number(v) -> torch.Tensor:
+    """The 0-dim host tensor torch makes of a Python scalar (double/long/bool/complex double)."""
+    dtype = (torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int)
+             else torch.complex128 if isinstance(v, complex) else torch.float64)
+    return torch.scalar_tensor(v, dtype=dtype)
+
+
 def run_on_cpu(op, args, kwargs):
     bound = _bind(op, args, kwargs)
     _record(op, bound)
@@ -216,6 +234,14 @@ def run_on_cpu(op, args, kwargs):
     cpu_args = [_to_cpu(a) for a in args]
     cpu_kwargs = {k: _to_cpu(v) for k, v in kwargs.items()}
     schema_args = op._schema.arguments
+    # Wrapped-number tensors (a Python scalar passed where the schema takes a Tensor, as in
+    # copysign.Scalar -> copysign.out) reach a boxed Python kernel as plain numbers.
+    for i, arg in enumerate(schema_args):
+        if i < len(cpu_args):
+            if _is_number(cpu_args[i]) and _takes_tensor(arg):
+                cpu_args[i] = _wrap_number(cpu_args[i])
+        elif arg.name in cpu_kwargs and _is_number(cpu_kwargs[arg.name]) and _takes_tensor(arg):
+            cpu_kwargs[arg.name] = _wrap_number(cpu_kwargs[arg.name])
     for i, arg in enumerate(schema_args):
         # The hpu generator drives random ops, so seeding torch.hpu makes them reproducible.
         if arg.name == "generator":
