@@ -31,12 +31,13 @@ func init() {
 		return kernels.ArgReduce(c.I[0] != 0, vals, c.T[1], c.T[2])
 	})
 	Register("red.cumsum", 2, func(c *Call) error { return kernels.Cumsum(c.T[0], c.T[1]) })
-	// red.softmax: T = [out, in] ([M,N]); I = [log].
+	// red.softmax: T = [out, in] ([M,N], the softmax axis last); I = [log, last_dim, inner]
+	// (last_dim: the axis is the input's last dim; inner: product of the sizes after it).
 	Register("red.softmax", 2, func(c *Call) error {
-		if len(c.I) < 1 {
-			return fmt.Errorf("expected the log flag")
+		if len(c.I) < 3 {
+			return fmt.Errorf("expected (log, last_dim, inner)")
 		}
-		return kernels.Softmax(c.I[0] != 0, c.T[0], c.T[1])
+		return kernels.Softmax(c.I[0] != 0, c.T[0], c.T[1], kernels.SoftmaxOpts{LastDim: c.I[1] != 0, Inner: c.I[2]})
 	})
 	// red.softmax_backward: T = [grad_input, grad_output, output]; I = [log].
 	Register("red.softmax_backward", 3, func(c *Call) error {

@@ -5,63 +5,82 @@ import (
 	"math"
 )
 
-// Softmax / log-softmax over the N axis of in [M,N] into out [M,N]; computed in float32
-// for float32/bf16/fp16 (float64 sums) and float64 for float64.
-func Softmax(log bool, out, in Tensor) error {
-	if in.Dim() != 2 || out.Dim() != 2 || out.Sizes[0] != in.Sizes[0] || out.Sizes[1] != in.Sizes[1] {
-		return fmt.Errorf("softmax: shapes %v, %v", out.Sizes, in.Sizes)
+// Softmax and log-softmax follow torch's CPU kernels operation by operation, so results
+// round the way the CPU's do. Every operand is an [M,N] view with the softmax axis last.
+//
+// float32, bfloat16 and float16 compute in float32 (float64 in float64) and round once
+// on store, except where torch's kernel itself rounds an intermediate to the input dtype:
+//   - log_softmax over the last dim of a reduced-precision input keeps the row sum of
+//     exp and its log in the input dtype (scalar_t buffers in the CPU kernel);
+//   - softmax over a non-last dim rounds exp(x - max) to the input dtype before the
+//     division in the scalar tail of each inner block (columns past the last full vector
+//     of SoftmaxVecLanes).
+//
+// SoftmaxOpts carries where the axis was in the caller's tensor.
+type SoftmaxOpts struct {
+	LastDim bool  // the axis is the input's last dim (torch's *_lastdim kernels)
+	Inner   int64 // product of the sizes after the axis (rows m have column m % Inner)
+}
+
+// SoftmaxVecLanes is the width of torch's Vectorized<BFloat16/Half> on AVX-512 (the CPU
+// capability torch selects on the reference machine).
+const SoftmaxVecLanes = 32
+
+func isReduced(dt DType) bool { return dt == BFloat16 || dt == Float16 }
+
+// roundTo rounds a float32 to dt's precision (identity for float32).
+func roundTo(dt DType, v float32) float32 {
+	switch dt {
+	case BFloat16:
+		return RoundBF16(v)
+	case Float16:
+		return F16ToF32(F32ToF16(v))
+	}
+	return v
+}
+
+func checkSame2D(name string, ts ...Tensor) error {
+	for _, t := range ts {
+		if t.Dim() != 2 || t.Sizes[0] != ts[0].Sizes[0] || t.Sizes[1] != ts[0].Sizes[1] {
+			return fmt.Errorf("%s: operands must be the same 2-D shape, got %v and %v", name, ts[0].Sizes, t.Sizes)
+		}
+		if !t.DType.IsFloat() {
+			return fmt.Errorf("%s: unsupported dtype %v", name, t.DType)
+		}
+	}
+	return nil
+}
+
+// Softmax / log-softmax over the N axis of in [M,N] into out [M,N].
+func Softmax(log bool, out, in Tensor, o SoftmaxOpts) error {
+	if err := checkSame2D("softmax", out, in); err != nil {
+		return err
 	}
 	M, N := in.Sizes[0], in.Sizes[1]
-	if N == 0 {
+	if N == 0 || M == 0 {
 		return nil
 	}
+	if o.Inner < 1 {
+		o.Inner = 1
+	}
 	oes := int64(out.DType.Size())
+	f64 := !useF32(in.DType)
 	ParallelFor(M, N*8, func(lo, hi int64) {
-		x := make([]float64, N)
 		r := newRowLoader(in)
+		x := make([]float64, N)
+		x32 := make([]float32, N)
 		for m := lo; m < hi; m++ {
-			var pos int64
-			mx := math.Inf(-1)
-			r.each(m, N, func(c []float64) {
-				copy(x[pos:], c)
-				for _, v := range c {
-					if v > mx || v != v {
-						mx = v
-					}
-				}
-				pos += int64(len(c))
-			})
-			s := 0.0
-			if useF32(in.DType) {
-				m32 := float32(mx)
-				for i, v := range x {
-					e := float64(float32(math.Exp(float64(float32(v) - m32))))
-					if !log {
-						x[i] = e
-					}
-					s += e
-				}
+			loadRow(r, m, N, x)
+			if f64 {
+				softmaxRow64(log, x)
 			} else {
 				for i, v := range x {
-					e := math.Exp(v - mx)
-					if !log {
-						x[i] = e
-					}
-					s += e
+					x32[i] = float32(v)
 				}
-			}
-			if log {
-				ls := mx + math.Log(s)
-				if math.IsInf(mx, 0) {
-					ls = mx + math.Log(s)
-				}
-				for i, v := range x {
-					x[i] = v - ls
-				}
-			} else {
-				inv := 1 / s
-				for i, v := range x {
-					x[i] = v * inv
+				tail := !o.LastDim && m%o.Inner >= o.Inner/SoftmaxVecLanes*SoftmaxVecLanes
+				softmaxRow32(log, x32, in.DType, o.LastDim, tail)
+				for i, v := range x32 {
+					x[i] = float64(v)
 				}
 			}
 			storeFloat(at(out.Ptr, m*out.Strides[0]*oes), out.Strides[1]*oes, out.DType, x)
@@ -70,19 +89,104 @@ func Softmax(log bool, out, in Tensor) error {
 	return nil
 }
 
-// SoftmaxBackward: gi = y*(g - sum(g*y)) for softmax, g - exp(y)*sum(g) for log-softmax,
-// over the N axis of [M,N] operands.
-func SoftmaxBackward(log bool, gi, g, y Tensor) error {
-	for _, t := range []Tensor{g, y} {
-		if t.Dim() != 2 || gi.Dim() != 2 || t.Sizes[0] != gi.Sizes[0] || t.Sizes[1] != gi.Sizes[1] {
-			return fmt.Errorf("softmax_backward: shapes %v, %v", gi.Sizes, t.Sizes)
+func rowMax32(x []float32) float32 {
+	mx := float32(math.Inf(-1))
+	for _, v := range x {
+		if v > mx || v != v {
+			mx = v
+			if v != v {
+				break
+			}
 		}
 	}
+	return mx
+}
+
+func exp32(v float32) float32 { return float32(math.Exp(float64(v))) }
+
+// softmaxRow32 transforms one row in place (float32 math, dt the storage dtype).
+func softmaxRow32(log bool, x []float32, dt DType, lastDim, tail bool) {
+	mx := rowMax32(x)
+	var s float32
+	if log {
+		for _, v := range x {
+			s += exp32(v - mx)
+		}
+		var ls float32
+		if lastDim && isReduced(dt) {
+			ls = roundTo(dt, float32(math.Log(float64(roundTo(dt, s)))))
+		} else {
+			ls = float32(math.Log(float64(s)))
+		}
+		for i, v := range x {
+			x[i] = (v - mx) - ls
+		}
+		return
+	}
+	for i, v := range x {
+		e := exp32(v - mx)
+		x[i] = e
+		s += e
+	}
+	switch {
+	case lastDim:
+		inv := 1 / s
+		for i, e := range x {
+			x[i] = e * inv
+		}
+	case tail && isReduced(dt):
+		for i, e := range x {
+			x[i] = roundTo(dt, e) / s
+		}
+	default:
+		for i, e := range x {
+			x[i] = e / s
+		}
+	}
+}
+
+func softmaxRow64(log bool, x []float64) {
+	mx := math.Inf(-1)
+	for _, v := range x {
+		if v > mx || v != v {
+			mx = v
+			if v != v {
+				break
+			}
+		}
+	}
+	s := 0.0
+	if log {
+		for _, v := range x {
+			s += math.Exp(v - mx)
+		}
+		ls := math.Log(s)
+		for i, v := range x {
+			x[i] = (v - mx) - ls
+		}
+		return
+	}
+	for i, v := range x {
+		x[i] = math.Exp(v - mx)
+		s += x[i]
+	}
+	for i, e := range x {
+		x[i] = e / s
+	}
+}
+
+// SoftmaxBackward: gi = y*(g - sum(g*y)) for softmax, g - exp(y)*sum(g) for log-softmax,
+// over the N axis of [M,N] operands; float32 math (float64 for float64), rounded once.
+func SoftmaxBackward(log bool, gi, g, y Tensor) error {
+	if err := checkSame2D("softmax_backward", gi, g, y); err != nil {
+		return err
+	}
 	M, N := gi.Sizes[0], gi.Sizes[1]
-	if N == 0 {
+	if N == 0 || M == 0 {
 		return nil
 	}
 	oes := int64(gi.DType.Size())
+	f64 := !useF32(y.DType)
 	ParallelFor(M, N*4, func(lo, hi int64) {
 		gv := make([]float64, N)
 		yv := make([]float64, N)
@@ -90,20 +194,39 @@ func SoftmaxBackward(log bool, gi, g, y Tensor) error {
 		for m := lo; m < hi; m++ {
 			loadRow(rg, m, N, gv)
 			loadRow(ry, m, N, yv)
-			s := 0.0
-			if log {
-				for _, v := range gv {
-					s += v
-				}
-				for i := range gv {
-					gv[i] -= math.Exp(yv[i]) * s
+			if f64 {
+				s := 0.0
+				if log {
+					for _, v := range gv {
+						s += v
+					}
+					for i := range gv {
+						gv[i] -= math.Exp(yv[i]) * s
+					}
+				} else {
+					for i := range gv {
+						s += gv[i] * yv[i]
+					}
+					for i := range gv {
+						gv[i] = (gv[i] - s) * yv[i]
+					}
 				}
 			} else {
-				for i := range gv {
-					s += gv[i] * yv[i]
-				}
-				for i := range gv {
-					gv[i] = yv[i] * (gv[i] - s)
+				var s float32
+				if log {
+					for _, v := range gv {
+						s += float32(v)
+					}
+					for i := range gv {
+						gv[i] = float64(float32(gv[i]) - float32(exp32(float32(yv[i]))*s))
+					}
+				} else {
+					for i := range gv {
+						s += float32(float32(gv[i]) * float32(yv[i]))
+					}
+					for i := range gv {
+						gv[i] = float64((float32(gv[i]) - s) * float32(yv[i]))
+					}
 				}
 			}
 			storeFloat(at(gi.Ptr, m*gi.Strides[0]*oes), gi.Strides[1]*oes, gi.DType, gv)

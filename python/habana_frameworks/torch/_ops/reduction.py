@@ -321,7 +321,7 @@ def _softmax_impl(x, dim, half_to_float, log):
     if x.dim() == 0:
         x1 = x.view(1, 1)
         res = torch.empty_like(x)
-        _native.run("red.softmax", [res.view(1, 1), x1], (int(log),))
+        _native.run("red.softmax", [res.view(1, 1), x1], (int(log), 0, 1))
         return res
     d = dim % x.dim()
     xt = x.movedim(d, -1)
@@ -332,7 +332,8 @@ def _softmax_impl(x, dim, half_to_float, log):
             x2 = xt.view(-1, N)
         except RuntimeError:
             x2 = xt.reshape(-1, N)
-        _native.run("red.softmax", [res.view(-1, N), x2], (int(log),))
+        inner = math.prod(x.shape[d + 1:])
+        _native.run("red.softmax", [res.view(-1, N), x2], (int(log), int(d == x.dim() - 1), inner))
     return res.movedim(-1, d)
 
 
