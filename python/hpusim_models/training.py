@@ -95,7 +95,7 @@ def evaluate(model: nn.Module, batches: Sequence[Batch], device: str | torch.dev
                     total += loss_fn(model, logits, targets).item()
                     count += 1
                 else:
-                    total += (logits.argmax(1) == targets).sum().item()
+                    total += (logits.argmax(1) == targets).float().sum().item()
                     count += len(targets)
     finally:
         model.train(was_training)
