@@ -20,6 +20,8 @@ from ._ops import registry as _registry  # noqa: E402
 
 _registry.install()
 
+from . import _autocast  # noqa: E402,F401  (AutocastHPU kernels and the ops lists)
+
 from . import core, hpu  # noqa: E402,F401
 from .utils import internal as _internal  # noqa: E402
 

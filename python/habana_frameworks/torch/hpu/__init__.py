@@ -146,7 +146,7 @@ def device_of(obj: Any):
         yield
 
 
-# Autocast state (the AutocastHPU casting kernels arrive with mixed-precision support).
+# Autocast state; the AutocastHPU casting kernels and the ops lists live in torch/_autocast.py.
 def is_autocast_hpu_enabled() -> bool:
     return torch.is_autocast_enabled("hpu")
 
