@@ -9,3 +9,5 @@ from . import elementwise  # noqa: F401
 from . import reduction  # noqa: F401
 from . import linalg  # noqa: F401
 from . import nn_ops  # noqa: F401
+from . import index_ops  # noqa: F401
+from . import random_ops  # noqa: F401
