@@ -30,6 +30,18 @@ func init() {
 		}
 		return kernels.ArgReduce(c.I[0] != 0, vals, c.T[1], c.T[2])
 	})
+	// red.sum: T = [out (the input's rank, size 1 on reduced dims), in];
+	// I = [mean, torch's thread count, reduced flag per input dim...].
+	Register("red.sum", 2, func(c *Call) error {
+		if len(c.I) != 2+c.T[1].Dim() {
+			return fmt.Errorf("expected (mean, threads) and one reduced flag per input dim")
+		}
+		red := make([]bool, c.T[1].Dim())
+		for i := range red {
+			red[i] = c.I[2+i] != 0
+		}
+		return kernels.Sum(c.T[0], c.T[1], red, kernels.SumOpts{Mean: c.I[0] != 0, Threads: int(c.I[1])})
+	})
 	Register("red.cumsum", 2, func(c *Call) error { return kernels.Cumsum(c.T[0], c.T[1]) })
 	// red.softmax: T = [out, in] ([M,N], the softmax axis last); I = [log, last_dim, inner]
 	// (last_dim: the axis is the input's last dim; inner: product of the sizes after it).

@@ -67,8 +67,16 @@ def _reduce(kind, x, dim, keepdim, dtype=None, params=(), out=None, out_dtype=No
     if x.dtype not in _CODE or (dtype is not None and dtype not in _CODE):
         raise NotNative
     red = _dims(x, dim)
-    x2, M, N, keep_shape = _to2d(x, red)
     rdt = out_dtype or dtype or x.dtype
+    if kind in (SUM, MEAN) and x.dtype in _FLOATS and rdt in _FLOATS:
+        # torch's CPU summation order, on the input as it is (no permuted copy)
+        keep_shape = [1 if d in red else x.shape[d] for d in range(x.dim())]
+        res = torch.empty(keep_shape, dtype=rdt, device=x.device)
+        if res.numel():
+            flags = [int(d in red) for d in range(x.dim())]
+            _native.run("red.sum", [res, x], [int(kind == MEAN), torch.get_num_threads()] + flags)
+        return _finish(res, keep_shape, keepdim, red, x, out)
+    x2, M, N, keep_shape = _to2d(x, red)
     res = torch.empty(M, dtype=rdt, device=x.device)
     if M:
         _native.run("red.reduce", [res, x2], (kind,), params)
