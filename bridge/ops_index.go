@@ -32,6 +32,7 @@ func indexSpec(ints []int64, ts []kernels.Tensor) (kernels.IndexSpec, int, error
 //	cat           T (out, inputs…)                       I (dim)
 //	index_gather  T (out, self_restrided, idx…)          I (wrap, K, K×(bound, stride, dim))
 //	index_put     T (self_restrided, values, idx…)       I (wrap, K, K×(…), reduce, int_alpha, parallel_dims) F (alpha)
+//	div_count     T (res, count)                         (res /= max(count, 1); floor for integers)
 //	nonzero_count T (count: int64 0-D, self)
 //	nonzero       T (out [n, ndim] int64, self)
 //	tri           T (out, input)                         I (k, upper)
@@ -85,6 +86,7 @@ func init() {
 		n := kernels.CountNonzero(c.T[1])
 		return kernels.Fill(c.T[0], 0, n, true)
 	})
+	Register("div_count", 2, func(c *Call) error { return kernels.DivCount(c.T[0], c.T[1]) })
 	Register("nonzero", 2, func(c *Call) error { return kernels.Nonzero(c.T[0], c.T[1]) })
 	Register("tri", 2, func(c *Call) error {
 		if err := needInts(c, 2); err != nil {

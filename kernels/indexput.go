@@ -259,3 +259,37 @@ func Nonzero(out, t Tensor) error {
 	})
 	return nil
 }
+
+// DivCount divides res by count elementwise (same shape), treating a zero count as 1:
+// true division for floating dtypes (computed in float64, rounded once), floor division
+// for integral ones. It finishes scatter_reduce's "mean".
+func DivCount(res, count Tensor) error {
+	if err := ixSameShape(res.Sizes, []string{"count"}, count); err != nil {
+		return err
+	}
+	dt, ct := res.DType, count.DType
+	strides := [][]int64{ixByteStrides(res), ixByteStrides(count)}
+	ParallelFor(res.Numel(), 2, func(lo, hi int64) {
+		ixWalkRange(res.Sizes, strides, lo, hi, func(offs []int64) {
+			p, q := at(res.Ptr, offs[0]), at(count.Ptr, offs[1])
+			if dt.IsFloat() {
+				c := ixGetF(q, ct)
+				if c == 0 {
+					c = 1
+				}
+				ixSetF(p, dt, ixGetF(p, dt)/c)
+				return
+			}
+			a, b := ixGetI(p, dt), ixGetI(q, ct)
+			if b == 0 {
+				b = 1
+			}
+			d := a / b
+			if a%b != 0 && (a < 0) != (b < 0) {
+				d--
+			}
+			ixSetI(p, dt, d)
+		})
+	})
+	return nil
+}

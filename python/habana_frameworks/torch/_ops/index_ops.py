@@ -22,6 +22,7 @@ from .registry import NotNative, native
 
 aten = torch.ops.aten
 _CODE = _native.DTYPE_CODE
+_REDUCED = (torch.bfloat16, torch.float16)
 RED_NONE, RED_ADD, RED_MUL, RED_MAX, RED_MIN = range(5)
 _REDUCE = {"sum": RED_ADD, "add": RED_ADD, "mean": RED_ADD, "prod": RED_MUL, "multiply": RED_MUL,
            "amax": RED_MAX, "amin": RED_MIN}
@@ -139,19 +140,19 @@ def _scatter_common(meta_fn, self, dim, index, src, kind, inplace, out, include_
     res = self if inplace else torch.empty_strided(m.shape, m.stride(), dtype=m.dtype, device=self.device)
     if not inplace:
         res.copy_(self)
-    if not include_self and index.numel():
-        init = _identity(kind, res.dtype)
-        _scatter_into(res, dim, index, init, RED_NONE)
-    _scatter_into(res, dim, index, src, kind)
-    if mean and index.numel():
+    if index.numel() == 0:
+        return res if out is None else _into(out, res)
+    # torch's CPU kernels sum and multiply bf16/fp16 in float32 and round once at the end.
+    work = res.float() if res.dtype in _REDUCED and kind in (RED_ADD, RED_MUL) else res
+    if not include_self:
+        _scatter_into(work, dim, index, _identity(kind, res.dtype), RED_NONE)
+    _scatter_into(work, dim, index, src, kind)
+    if work is not res:
+        res.copy_(work)
+    if mean:
         count = torch.full(res.shape, 1 if include_self else 0, dtype=res.dtype, device=res.device)
-        ones = torch.ones(index.shape, dtype=res.dtype, device=res.device)
-        _scatter_into(count, dim, index, ones, RED_ADD)
-        count.masked_fill_(count == 0, 1)
-        if res.dtype.is_floating_point:
-            res.div_(count)
-        else:
-            res.div_(count, rounding_mode="floor")
+        _scatter_into(count, dim, index, torch.ones((), dtype=res.dtype).expand(index.shape), RED_ADD)
+        _native.run("div_count", [res, count])
     return res if out is None else _into(out, res)
 
 
@@ -270,8 +271,14 @@ def _index_add(self, dim, index, source, alpha, inplace, out):
                             ix.storage_offset())
         dstR = _restride(r, src.shape, (d,))
         fa, ia = (float(alpha), 1) if r.dtype.is_floating_point else (1.0, int(alpha))
-        _native.run("index_put", [dstR, src, ixR],
-                    (0, 1, r.size(d), r.stride(d), d, RED_ADD, ia, _parallel_mask(src.dim(), (d,))), (fa,))
+        if r.dtype in _REDUCED:  # CPU sums bf16/fp16 in float32, rounding once
+            w = r.float()
+            _native.run("index_put", [_restride(w, src.shape, (d,)), src.float(), ixR],
+                        (0, 1, w.size(d), w.stride(d), d, RED_ADD, ia, _parallel_mask(src.dim(), (d,))), (fa,))
+            r.copy_(w)
+        else:
+            _native.run("index_put", [dstR, src, ixR],
+                        (0, 1, r.size(d), r.stride(d), d, RED_ADD, ia, _parallel_mask(src.dim(), (d,))), (fa,))
     return res if out is None else _into(out, res)
 
 
@@ -368,6 +375,16 @@ def index(self, indices, *, out=None):
         res.copy_(self)
     elif res.numel():
         _run_index_error("index_gather", [res, selfR] + views, ints, index_error=True)
+    return res if out is None else _into(out, res)
+
+
+@native("aten::masked_select", "aten::masked_select.out")
+def masked_select(self, mask, *, out=None):
+    if mask.dtype != torch.bool:
+        raise NotNative  # torch's own dtype error
+    _supported(self)
+    shape = torch.broadcast_shapes(self.shape, mask.shape)
+    res = index(self.expand(shape), [mask.expand(shape)])
     return res if out is None else _into(out, res)
 
 
