@@ -157,25 +157,51 @@ def op_names() -> list[str]:
     return buf.value.decode().split("\n") if n else []
 
 
+# hpusim_run, bound once at load: run() is on every op's path, so it must not pay for
+# go() and attribute lookups each call.
+_hpusim_run = None
+
+
 def run(name: str, tensors: Sequence[torch.Tensor], ints: Iterable[int] = (),
         floats: Sequence[float] = ()) -> None:
     """Run a Go op over tensors (outputs first, by the op's convention). No data is copied:
-    Go reads and writes the tensors' memory in place."""
-    frame = array("q", (len(tensors),))
+    Go reads and writes the tensors' memory in place.
+
+    The frame is built as a Python list and converted to an int64 array in one step: that
+    measured fastest of the pure-Python ways (array.append per field, struct.pack_into a
+    preallocated buffer, ctypes array slice assignment) at ~1.4 us for three 2-D tensors."""
+    oid = _op_ids.get(name)
+    if oid is None:
+        oid = op_id(name)
+    code = DTYPE_CODE
+    f = [len(tensors)]
     for t in tensors:
-        frame.append(t.data_ptr())
-        frame.append(DTYPE_CODE[t.dtype])
-        frame.append(t.dim())
-        frame.extend(t.shape)
-        frame.extend(t.stride())
-    ints = tuple(ints)
-    frame.append(len(ints))
-    frame.extend(ints)
-    fl = array("d", floats)
-    fptr = fl.buffer_info()[0] if len(fl) else None
-    rc = go().hpusim_run(op_id(name), frame.buffer_info()[0], len(frame), fptr, len(fl))
+        f.append(t.data_ptr())
+        f.append(code[t.dtype])
+        f.append(t.dim())
+        f.extend(t.shape)
+        f.extend(t.stride())
+    if ints:
+        if not isinstance(ints, (tuple, list)):
+            ints = tuple(ints)
+        f.append(len(ints))
+        f.extend(ints)
+    else:
+        f.append(0)
+    frame = array("q", f)
+    if floats:
+        fl = array("d", floats)
+        rc = (_hpusim_run or _bind_run())(oid, frame.buffer_info()[0], len(f), fl.buffer_info()[0], len(fl))
+    else:
+        rc = (_hpusim_run or _bind_run())(oid, frame.buffer_info()[0], len(f), None, 0)
     if rc != 0:
         raise NativeError(last_error())
+
+
+def _bind_run():
+    global _hpusim_run
+    _hpusim_run = go().hpusim_run
+    return _hpusim_run
 
 
 def run_raw(op: int, frame: array, floats: array | None = None) -> int:

@@ -10,11 +10,32 @@ from __future__ import annotations
 import torch
 
 from .. import _native
+from .fallback import _hpu_index
 from .registry import native, NotNative
 
 _CODE = _native.DTYPE_CODE
 _REDUCED = (torch.bfloat16, torch.float16)
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+Tensor = torch.Tensor
+
+# Host scalars made or cast by the lowerings, by (value, dtypes): torch.tensor() costs
+# ~2 us and Tensor.to() ~1.3 us, which for optimizer steps (a few fixed scalars used over
+# and over) was a large share of each op. The tensors are only ever read (by Go, as 0-dim
+# inputs), never written or returned. Zero and NaN are not cached: -0.0 == 0.0 would
+# share an entry, and NaN never finds its own.
+_SCALARS: dict[tuple, torch.Tensor] = {}
+_PARAMS: dict[tuple, float] = {}
+_CACHE_MAX = 512
+
+
+def _cached(cache: dict, key: tuple, make):
+    v = cache.get(key)
+    if v is None:
+        v = make()
+        if len(cache) >= _CACHE_MAX:
+            cache.clear()
+        cache[key] = v
+    return v
 
 
 def _wrap(v, dtype=None) -> torch.Tensor:
@@ -25,8 +46,18 @@ def _wrap(v, dtype=None) -> torch.Tensor:
         raise NotNative
     if dtype is None:
         dtype = torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int) else torch.float64
-    t = torch.tensor(v, dtype=dtype)
-    return t
+    if v != 0 and v == v:
+        return _cached(_SCALARS, (type(v), v, dtype), lambda: torch.tensor(v, dtype=dtype))
+    return torch.tensor(v, dtype=dtype)
+
+
+def _host_to(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """t.to(dtype) for a host tensor; 0-dim ones (scalars) from the cache."""
+    if t.dim() == 0:
+        v = t.item()
+        if v != 0 and v == v:
+            return _cached(_SCALARS, (t.dtype, v, dtype), lambda: t.to(dtype))
+    return t.to(dtype)
 
 
 def _scalar_param(v, cdt: torch.dtype) -> float:
@@ -36,27 +67,32 @@ def _scalar_param(v, cdt: torch.dtype) -> float:
     if isinstance(v, complex):
         raise NotNative
     if cdt in _REDUCED:
-        return float(torch.tensor(float(v), dtype=cdt))
+        f = float(v)
+        if f != 0 and f == f:
+            return _cached(_PARAMS, (f, cdt), lambda: float(torch.tensor(f, dtype=cdt)))
+        return float(torch.tensor(f, dtype=cdt))
     return float(v)
 
 
 def _check_out(out: torch.Tensor, result_dtype: torch.dtype, shape, inplace: bool, opname: str):
-    if out.dtype not in _CODE:
+    odt = out.dtype
+    if odt not in _CODE:
         raise NotNative
-    if not torch.can_cast(result_dtype, out.dtype):
+    if odt != result_dtype and not torch.can_cast(result_dtype, odt):
         raise RuntimeError(f"result type {_tname(result_dtype)} can't be cast to the desired output type "
-                           f"{_tname(out.dtype)}")
-    if inplace:
-        if tuple(out.shape) != tuple(shape):
+                           f"{_tname(odt)}")
+    if out.shape != shape:  # torch.Size and tuples compare as tuples
+        if inplace:
             raise RuntimeError(f"output with shape {list(out.shape)} doesn't match the broadcast shape "
                                f"{list(shape)}")
-    elif tuple(out.shape) != tuple(shape):
         out.resize_(shape)
-    for sz, st in zip(out.shape, out.stride()):
-        if st == 0 and sz > 1:
-            raise RuntimeError("unsupported operation: more than one element of the written-to tensor "
-                               "refers to a single memory location. Please clone() the tensor before "
-                               "performing the operation.")
+    strides = out.stride()
+    if 0 in strides:
+        for sz, st in zip(out.shape, strides):
+            if st == 0 and sz > 1:
+                raise RuntimeError("unsupported operation: more than one element of the written-to tensor "
+                                   "refers to a single memory location. Please clone() the tensor before "
+                                   "performing the operation.")
 
 
 def _tname(dt: torch.dtype) -> str:
@@ -66,7 +102,9 @@ def _tname(dt: torch.dtype) -> str:
 
 
 def _overlaps_badly(out: torch.Tensor, t: torch.Tensor) -> bool:
-    if t.device.type != "hpu" or t.numel() == 0:
+    if t is out:
+        return False  # the in-place case: exactly the same memory, element for element
+    if t.is_cpu or _hpu_index(t.device) < 0 or t.numel() == 0:
         return False
     try:
         if t.untyped_storage().data_ptr() != out.untyped_storage().data_ptr():
@@ -76,18 +114,32 @@ def _overlaps_badly(out: torch.Tensor, t: torch.Tensor) -> bool:
     return not (t.data_ptr() == out.data_ptr() and t.shape == out.shape and t.stride() == out.stride())
 
 
+def _broadcast_shape(ins: list[torch.Tensor]) -> torch.Size:
+    """torch.broadcast_shapes of the inputs; equal shapes (the common case) without the
+    ~3.5 us that broadcast_shapes itself costs."""
+    shape = ins[0].shape
+    for t in ins[1:]:
+        if t.shape != shape:
+            return torch.broadcast_shapes(*(t.shape for t in ins))
+    return shape
+
+
 def ew(goop: str, inputs, result_dtype: torch.dtype, *, compute_dtype=None, params=(),
        out: torch.Tensor | None = None, inplace: bool = False, keep_scalars: bool = False,
        ref: torch.Tensor | None = None) -> torch.Tensor:
-    """Run "ew.<goop>" over broadcast inputs; allocate (or check and resize) the output."""
-    ins = [_wrap(t) for t in inputs]
+    """Run "ew.<goop>" over broadcast inputs; allocate (or check and resize) the output.
+
+    This is the hot path of most ops (optimizer steps are nothing else), so the common
+    case, same-shape hpu operands of the compute dtype, skips broadcasting, expand and
+    casts; every other case takes the general steps."""
+    ins = [t if isinstance(t, Tensor) else _wrap(t) for t in inputs]
     for t in ins:
         if t.dtype not in _CODE:
             raise NotNative
     if result_dtype not in _CODE:
         raise NotNative
     cdt = compute_dtype or result_dtype
-    shape = torch.broadcast_shapes(*(t.shape for t in ins))
+    shape = _broadcast_shape(ins)
     if out is not None:
         _check_out(out, result_dtype, shape, inplace, goop)
         for t in ins:
@@ -95,25 +147,32 @@ def ew(goop: str, inputs, result_dtype: torch.dtype, *, compute_dtype=None, para
                 raise NotNative
     else:
         if ref is None:
-            ref = next((t for t in ins if t.device.type == "hpu"), None)
-        if ref is not None and tuple(ref.shape) == tuple(shape):
+            ref = next((t for t in ins if not t.is_cpu and _hpu_index(t.device) >= 0), None)
+        if ref is not None and ref.shape == shape:
             out = torch.empty_like(ref, dtype=result_dtype)
         else:
             dev = ref.device if ref is not None else torch.device("hpu")
             out = torch.empty(shape, dtype=result_dtype, device=dev)
     if out.numel() == 0:
         return out
-    cast = []
+    cast = [out]
     for t in ins:
         if t.dtype != cdt and not (keep_scalars and t.dim() == 0):
-            if t.device.type != "hpu" or cdt in _REDUCED:
+            if t.is_cpu:
+                t = _host_to(t, cdt)
+            elif _hpu_index(t.device) < 0 or cdt in _REDUCED:
                 t = t.to(cdt)
-        cast.append(t.expand(shape))
-    _native.run("ew." + goop, [out, *cast], (_CODE[cdt],), params)
+        cast.append(t if t.shape == shape else t.expand(shape))
+    _native.run("ew." + goop, cast, (_CODE[cdt],), params)
     return out
 
 
 def _rt(*xs) -> torch.dtype:
+    if len(xs) == 2:
+        a, b = xs
+        # Same-dtype tensors promote to that dtype whatever their dims: skip result_type.
+        if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype == b.dtype:
+            return a.dtype
     xs = [x for x in xs if x is not None]
     if len(xs) == 1:
         x = xs[0]
@@ -452,7 +511,7 @@ def _lerp(self, end, weight, out=None, inplace=False):
     if not rt.is_floating_point:
         raise NotNative
     if not isinstance(weight, torch.Tensor):
-        weight = torch.tensor(float(weight), dtype=torch.float64)
+        weight = _wrap(float(weight), torch.float64)
     return ew("lerp", [self, end, weight], rt, out=out, inplace=inplace, keep_scalars=True)
 
 

@@ -14,8 +14,9 @@ import torch
 from . import fallback
 
 _NATIVE: dict[Any, Callable[..., Any]] = {}
-# Calls served natively, by schema name ("aten::add"), like fallback.counts() for the rest.
-_native_counts: collections.Counter[str] = collections.Counter()
+# Calls served natively, by OpOverload: keyed by the op object because reading
+# `op._schema.name` builds a new string each call; native_counts() groups by name.
+_native_by_op: dict[Any, int] = {}
 
 
 class NotNative(Exception):
@@ -43,7 +44,11 @@ def is_native(op) -> bool:
 
 
 def native_counts() -> dict[str, int]:
-    return dict(_native_counts)
+    """Calls served natively, by schema name ("aten::add"), like fallback.counts() for the rest."""
+    counts: collections.Counter[str] = collections.Counter()
+    for op, n in list(_native_by_op.items()):
+        counts[op._schema.name] += n
+    return dict(counts)
 
 
 def native_ops() -> list[str]:
@@ -51,7 +56,9 @@ def native_ops() -> list[str]:
 
 
 def hpu_kernel(op, *args, **kwargs):
-    """The boxed kernel for every aten op at the HPU key without a C++ kernel."""
+    """The boxed kernel for every aten op at the HPU key without a C++ kernel.
+
+    It runs for every op, so it does only dict lookups besides the device check."""
     fallback.check_devices(op, args, kwargs)
     fn = _NATIVE.get(op)
     if fn is not None:
@@ -60,7 +67,7 @@ def hpu_kernel(op, *args, **kwargs):
         except NotNative:
             pass
         else:
-            _native_counts[op._schema.name] += 1
+            _native_by_op[op] = _native_by_op.get(op, 0) + 1
             return out
     return fallback.run_on_cpu(op, args, kwargs)
 
