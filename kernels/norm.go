@@ -95,6 +95,13 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 	N, S := x.Sizes[0], x.Sizes[2]
 	cnt := N * S
 	xv, ov := chanView{x}, chanView{out}
+	statDT := x.DType // the dtype torch computes the batch statistics in
+	if saveMean != nil {
+		statDT = saveMean.DType
+	}
+	if statDT == Float64 || x.DType == Float64 {
+		statDT = Float64
+	}
 	ParallelFor(C, 2*cnt+1, func(lo, hi int64) {
 		buf := make([]float64, cnt)
 		for c := lo; c < hi; c++ {
@@ -111,6 +118,13 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 					ss += (v - mean) * (v - mean)
 				}
 				invstd = 1 / math.Sqrt(ss/float64(cnt)+eps)
+				if statDT != Float64 {
+					// torch keeps the statistics in the saved dtype and normalises with
+					// those rounded values
+					mean = float64(roundTo(statDT, float32(mean)))
+					v := float64(roundTo(statDT, float32(ss/float64(cnt))))
+					invstd = float64(roundTo(statDT, float32(1/math.Sqrt(v+eps))))
+				}
 				vec{saveMean}.set(c, mean)
 				vec{saveInvstd}.set(c, invstd)
 				if rm != nil {
@@ -131,8 +145,16 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 			}
 			scale := vec{w}.get(c, 1) * invstd
 			shift := vec{b}.get(c, 0) - mean*scale
-			for i, v := range buf {
-				buf[i] = v*scale + shift
+			if useF32(x.DType) {
+				s32 := float32(scale)
+				h32 := float32(vec{b}.get(c, 0)) - float32(float32(mean)*s32)
+				for i, v := range buf {
+					buf[i] = float64(float32(math.FMA(v, float64(s32), float64(h32)))) // torch: fmadd
+				}
+			} else {
+				for i, v := range buf {
+					buf[i] = v*scale + shift
+				}
 			}
 			ov.storeChan(c, buf)
 		}

@@ -233,9 +233,18 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     _floats(input, weight, bias, running_mean, running_var)
     if input.dim() < 2:
         raise NotNative
-    out, sm, si = (_empty(m, input.device) for m in ms)
+    out = _empty(ms[0], input.device)
     if input.numel() == 0:
         raise NotNative
+    # CPU: statistics in float32 when a reduced-precision input meets float32 parameters;
+    # none saved in evaluation mode.
+    sdt = input.dtype
+    if input.dtype in (torch.bfloat16, torch.float16) and any(
+            t is not None and t.dtype == torch.float32 for t in (weight, bias, running_mean, running_var)):
+        sdt = torch.float32
+    C = input.shape[1]
+    sm = torch.empty(C if training else 0, dtype=sdt, device=input.device)
+    si = torch.empty(C if training else 0, dtype=sdt, device=input.device)
     present, mask = _mask(sm if sm.numel() else None, si if si.numel() else None,
                           weight, bias, running_mean, running_var)
     o3 = out.view(out.shape[0], out.shape[1], -1)
