@@ -16,6 +16,7 @@ from .registry import native, NotNative
 _CODE = _native.DTYPE_CODE
 _REDUCED = (torch.bfloat16, torch.float16)
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+_F32_CLASS = (torch.float32, torch.bfloat16, torch.float16)  # Go computes these in float32
 Tensor = torch.Tensor
 
 # Host scalars made or cast by the lowerings, by (value, dtypes): torch.tensor() costs
@@ -115,12 +116,17 @@ def _overlaps_badly(out: torch.Tensor, t: torch.Tensor) -> bool:
 
 
 def _broadcast_shape(ins: list[torch.Tensor]) -> torch.Size:
-    """torch.broadcast_shapes of the inputs; equal shapes (the common case) without the
-    ~3.5 us that broadcast_shapes itself costs."""
+    """torch.broadcast_shapes of the inputs, without its ~3.5 us in the common cases:
+    equal shapes, and 0-dim operands (scalars), which broadcast to any shape."""
     shape = ins[0].shape
     for t in ins[1:]:
-        if t.shape != shape:
-            return torch.broadcast_shapes(*(t.shape for t in ins))
+        s = t.shape
+        if s == shape or not s:
+            continue
+        if not shape:
+            shape = s
+            continue
+        return torch.broadcast_shapes(*(t.shape for t in ins))
     return shape
 
 
@@ -157,8 +163,14 @@ def ew(goop: str, inputs, result_dtype: torch.dtype, *, compute_dtype=None, para
         return out
     cast = [out]
     for t in ins:
-        if t.dtype != cdt and not (keep_scalars and t.dim() == 0):
-            if t.is_cpu:
+        if t.dtype != cdt:
+            if keep_scalars and t.dim() == 0:
+                # Go computes float32/bf16/fp16 in float32 and converts a float64 operand to
+                # float32 element by element on every chunk; the same conversion done once
+                # here gives Go the same values on its fast stride-0 float32 path.
+                if t.dtype == torch.float64 and cdt in _F32_CLASS and t.is_cpu:
+                    t = _host_to(t, torch.float32)
+            elif t.is_cpu:
                 t = _host_to(t, cdt)
             elif _hpu_index(t.device) < 0 or cdt in _REDUCED:
                 t = t.to(cdt)
