@@ -229,54 +229,53 @@ const maxDims = 64
 
 // decodeCall reads the frame [ntensors, {ptr, dtype, ndim, sizes.., strides..}.., nints, ints..]
 // and nf floats.
+//
+// It runs once per op, so it allocates a fixed few objects whatever the tensor count: the
+// Call, its tensor slice, one copy of the frame's words (every tensor's sizes and strides
+// and the ints are sub-slices of it) and the floats. The Call owns that copy, so a lazy
+// graph may keep it after the caller's frame is gone. Sub-slices are capacity-capped, so
+// an append by a kernel reallocates instead of overwriting a neighbour.
 func decodeCall(desc *C.int64_t, ndesc C.int, fl *C.double, nf C.int) (*bridge.Call, error) {
 	if ndesc < 0 || nf < 0 || (ndesc > 0 && desc == nil) || (nf > 0 && fl == nil) {
 		return nil, fmt.Errorf("invalid call frame")
 	}
-	w := unsafe.Slice((*int64)(unsafe.Pointer(desc)), int(ndesc))
-	pos := 0
-	next := func() (int64, error) {
-		if pos >= len(w) {
-			return 0, fmt.Errorf("truncated call frame")
-		}
-		pos++
-		return w[pos-1], nil
+	src := unsafe.Slice((*int64)(unsafe.Pointer(desc)), int(ndesc))
+	if len(src) == 0 {
+		return nil, fmt.Errorf("truncated call frame")
 	}
-	nt, err := next()
-	if err != nil {
-		return nil, err
-	}
+	nt := src[0]
 	if nt < 0 || nt > 4096 {
 		return nil, fmt.Errorf("invalid tensor count %d", nt)
 	}
+	w := make([]int64, len(src))
+	copy(w, src)
 	c := &bridge.Call{T: make([]kernels.Tensor, nt)}
+	pos := 1
 	for i := range c.T {
-		if pos >= len(w) {
+		if pos+3 > len(w) {
 			return nil, fmt.Errorf("truncated call frame")
 		}
 		// The frame slot holds a raw address; reinterpret it in place (no uintptr round trip).
-		ptr := *(*unsafe.Pointer)(unsafe.Pointer(&w[pos]))
-		pos++
-		dt, _ := next()
-		nd, err := next()
-		if err != nil {
-			return nil, err
-		}
+		ptr := *(*unsafe.Pointer)(unsafe.Pointer(&src[pos]))
+		dt, nd := w[pos+1], w[pos+2]
+		pos += 3
 		if nd < 0 || nd > maxDims || pos+2*int(nd) > len(w) {
 			return nil, fmt.Errorf("invalid tensor %d descriptor (ndim %d)", i, nd)
 		}
-		t := kernels.Tensor{Ptr: ptr, DType: kernels.DType(dt)}
-		t.Sizes = append([]int64(nil), w[pos:pos+int(nd)]...)
-		t.Strides = append([]int64(nil), w[pos+int(nd):pos+2*int(nd)]...)
-		pos += 2 * int(nd)
-		c.T[i] = t
+		n := int(nd)
+		c.T[i] = kernels.Tensor{Ptr: ptr, DType: kernels.DType(dt),
+			Sizes: w[pos : pos+n : pos+n], Strides: w[pos+n : pos+2*n : pos+2*n]}
+		pos += 2 * n
 	}
 	if pos < len(w) {
-		ni, _ := next()
+		ni := w[pos]
+		pos++
 		if ni < 0 || pos+int(ni) > len(w) {
 			return nil, fmt.Errorf("invalid attribute count %d", ni)
 		}
-		c.I = append([]int64(nil), w[pos:pos+int(ni)]...)
+		if ni > 0 {
+			c.I = w[pos : pos+int(ni) : pos+int(ni)]
+		}
 	}
 	if nf > 0 {
 		c.F = append([]float64(nil), unsafe.Slice((*float64)(unsafe.Pointer(fl)), int(nf))...)

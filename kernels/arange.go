@@ -24,7 +24,8 @@ func Arange(out Tensor, isInt bool, istart, istep int64, start, step float64) er
 }
 
 // Linspace writes n evenly spaced values from start to end (1-D float out): the first
-// half steps up from start, the second half down from end, so both ends are exact.
+// half steps up from start, the second half down from end, so both ends are exact
+// (a single step is start).
 func Linspace(out Tensor, start, end float64) error {
 	if out.Dim() != 1 || !out.DType.IsFloat() {
 		return fmt.Errorf("out must be a 1-D floating point tensor, got %v %v", out.DType, out.Sizes)
@@ -40,7 +41,7 @@ func Linspace(out Tensor, start, end float64) error {
 	ParallelFor(n, 1, func(lo, hi int64) {
 		for i := lo; i < hi; i++ {
 			v := start + step*float64(i)
-			if i >= half {
+			if i >= half && n > 1 {
 				v = end - step*float64(n-i-1)
 			}
 			ixSetF(at(out.Ptr, i*es), dt, v)

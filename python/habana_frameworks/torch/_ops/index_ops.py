@@ -45,14 +45,19 @@ def _into(out: torch.Tensor, res: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _run_index_error(name, tensors, ints, floats=(), index_error=False):
-    """Run a Go op; out-of-bounds index errors become IndexError where CPU raises it."""
+def _run_index_error(name, tensors, ints, floats=(), index_error=False, op=None):
+    """Run a Go op; its errors become the exception class CPU raises (IndexError for
+    out-of-bounds advanced indexing, RuntimeError otherwise), named after the aten op."""
     try:
         _native.run(name, tensors, ints, floats)
     except _native.NativeError as e:
-        if index_error and "out of bounds" in str(e):
-            raise IndexError(str(e)) from None
-        raise
+        msg = str(e)
+        if msg.startswith(name + ": "):
+            msg = msg[len(name) + 2:]
+        msg = f"{op or name}: {msg}"
+        if index_error and "out of bounds" in msg:
+            raise IndexError(msg) from None
+        raise RuntimeError(msg) from None
 
 
 def _wrap_dim(dim: int, n: int) -> int:
@@ -109,7 +114,7 @@ def gather(self, dim, index, *, sparse_grad=False, out=None):
         d = _wrap_dim(dim, self.dim())
         s, ix, r = _as1d(self, index, res)
         selfR = _restride(s, ix.shape, (d,))
-        _native.run("index_gather", [r, selfR, ix], (0, 1, s.size(d), s.stride(d), d))
+        _run_index_error("index_gather", [r, selfR, ix], (0, 1, s.size(d), s.stride(d), d), op="gather")
     return res if out is None else _into(out, res)
 
 
@@ -126,8 +131,9 @@ def _scatter_into(res, dim, index, src, kind, alpha=1):
     dstR = _restride(r, ix.shape, (d,))
     srcR = s.as_strided(ix.shape, s.stride(), s.storage_offset()) if s.dim() else s.expand(ix.shape)
     fa, ia = (float(alpha), 1) if res.dtype.is_floating_point else (1.0, int(alpha))
-    _native.run("index_put", [dstR, srcR, ix],
-                (0, 1, r.size(d), r.stride(d), d, kind, ia, _parallel_mask(ix.dim(), (d,))), (fa,))
+    _run_index_error("index_put", [dstR, srcR, ix],
+                     (0, 1, r.size(d), r.stride(d), d, kind, ia, _parallel_mask(ix.dim(), (d,))), (fa,),
+                     op="scatter")
     return res
 
 
@@ -273,12 +279,14 @@ def _index_add(self, dim, index, source, alpha, inplace, out):
         fa, ia = (float(alpha), 1) if r.dtype.is_floating_point else (1.0, int(alpha))
         if r.dtype in _REDUCED:  # CPU sums bf16/fp16 in float32, rounding once
             w = r.float()
-            _native.run("index_put", [_restride(w, src.shape, (d,)), src.float(), ixR],
-                        (0, 1, w.size(d), w.stride(d), d, RED_ADD, ia, _parallel_mask(src.dim(), (d,))), (fa,))
+            _run_index_error("index_put", [_restride(w, src.shape, (d,)), src.float(), ixR],
+                             (0, 1, w.size(d), w.stride(d), d, RED_ADD, ia, _parallel_mask(src.dim(), (d,))),
+                             (fa,), op="index_add")
             r.copy_(w)
         else:
-            _native.run("index_put", [dstR, src, ixR],
-                        (0, 1, r.size(d), r.stride(d), d, RED_ADD, ia, _parallel_mask(src.dim(), (d,))), (fa,))
+            _run_index_error("index_put", [dstR, src, ixR],
+                             (0, 1, r.size(d), r.stride(d), d, RED_ADD, ia, _parallel_mask(src.dim(), (d,))),
+                             (fa,), op="index_add")
     return res if out is None else _into(out, res)
 
 
@@ -374,7 +382,7 @@ def index(self, indices, *, out=None):
     if selfR is None:
         res.copy_(self)
     elif res.numel():
-        _run_index_error("index_gather", [res, selfR] + views, ints, index_error=True)
+        _run_index_error("index_gather", [res, selfR] + views, ints, index_error=True, op="index")
     return res if out is None else _into(out, res)
 
 
@@ -383,7 +391,7 @@ def masked_select(self, mask, *, out=None):
     if mask.dtype != torch.bool:
         raise NotNative  # torch's own dtype error
     _supported(self)
-    shape = torch.broadcast_shapes(self.shape, mask.shape)
+    shape = torch.broadcast_shapes(self.shape, mask.shape) or (1,)
     res = index(self.expand(shape), [mask.expand(shape)])
     return res if out is None else _into(out, res)
 
@@ -405,7 +413,8 @@ def _index_put(self, indices, values, accumulate):
     if v.numel() == 0:
         return self
     _run_index_error("index_put", [selfR, v] + views,
-                     ints + [RED_ADD if accumulate else RED_NONE, 1, par], (1.0,), index_error=True)
+                     ints + [RED_ADD if accumulate else RED_NONE, 1, par], (1.0,), index_error=True,
+                     op="index_put_")
     return self
 
 
