@@ -62,10 +62,18 @@ XFAIL: dict[tuple[str, str, str | None], str] = {
     ("nn.functional.interpolate", "area", "bfloat16"): _BF16.format("_adaptive_avg_pool2d_backward"),
     ("nn.functional.avg_pool1d", "", "bfloat16"): _BF16.format("avg_pool2d_backward (nn_ops.py)"),
     ("nn.functional.avg_pool2d", "", "bfloat16"): _BF16.format("avg_pool2d_backward (nn_ops.py)"),
-    ("nn.functional.layer_norm", "", "float32"): (
-        "native native_layer_norm_backward (nn_ops.py): grad of input for normalized_shape [1] "
-        "is 1.2e-4 instead of 0 (cancellation)"),
 }
+
+
+# Native sort/topk (index_ops.py, kernels/sort.go) order ties stably; CPU's unstable sort
+# and topk order ties as libstdc++'s introsort / nth_element leave them. Values are equal
+# and the indices select them; the index order (and grads scattered by it) of tied
+# elements differs.
+_TIES = ("native {} (index_ops.py) orders tied values stably; CPU's unstable kernel leaves "
+         "libstdc++ introsort order: same values, other indices for ties")
+for _k in (("sort", "bfloat16"), ("sort", "bool"), ("argsort", "bfloat16"), ("argsort", "bool"),
+           ("msort", "bfloat16"), ("topk", "int64")):
+    XFAIL[(_k[0], "", _k[1])] = _TIES.format(_k[0])
 
 
 def _is_random(op) -> bool:
