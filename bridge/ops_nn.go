@@ -56,7 +56,10 @@ func poolParams(i []int64) kernels.PoolParams {
 //	                I (training, mask) F (momentum, eps)
 //	batch_norm_bwd  T (grad_output, input, {gin, gw, gb, weight, running_mean, running_var, save_mean, save_invstd}…)
 //	                I (training, mask) F (eps)
+//	layer_norm_fwd  T (out, input [M,D], {mean [M], rstd [M], weight [D], bias [D]}…) I (mask) F (eps)
 //	layer_norm_bwd  T (grad_output, input [M,D], mean [M], rstd [M], {gin, gw, gb, weight}…) I (mask)
+//	group_norm_fwd  T (out, input [N,C,HxW], mean [N*G], rstd [N*G], {weight, bias}…) I (G, mask) F (eps)
+//	group_norm_bwd  T (grad_output, input [N,C,HxW], mean, rstd, {gin, gw, gb, weight}…) I (G, mask)
 //	index_select    T (out, self, index) I (dim)
 //	embedding_bwd   T (grad_weight, grad [M,D], indices [M]) I (padding_idx, scale_grad_by_freq)
 func init() {
@@ -151,6 +154,45 @@ func init() {
 			return err
 		}
 		return kernels.LayerNormBackward(o[0], o[1], o[2], c.T[0], c.T[1], c.T[2], c.T[3], o[3])
+	})
+	Register("layer_norm_fwd", -1, func(c *Call) error {
+		if err := needInts(c, 1); err != nil {
+			return err
+		}
+		if len(c.T) < 2 || len(c.F) < 1 {
+			return fmt.Errorf("expected tensors (out, input, ...) and floats (eps)")
+		}
+		o, err := optionals(c.T[2:], c.I[0], 4)
+		if err != nil {
+			return err
+		}
+		return kernels.LayerNormForward(c.T[0], o[0], o[1], c.T[1], o[2], o[3], c.F[0])
+	})
+	Register("group_norm_fwd", -1, func(c *Call) error {
+		if err := needInts(c, 2); err != nil {
+			return err
+		}
+		if len(c.T) < 4 || len(c.F) < 1 {
+			return fmt.Errorf("expected tensors (out, input, mean, rstd, ...) and floats (eps)")
+		}
+		o, err := optionals(c.T[4:], c.I[1], 2)
+		if err != nil {
+			return err
+		}
+		return kernels.GroupNormForward(c.T[0], c.T[2], c.T[3], c.T[1], o[0], o[1], c.I[0], c.F[0])
+	})
+	Register("group_norm_bwd", -1, func(c *Call) error {
+		if err := needInts(c, 2); err != nil {
+			return err
+		}
+		if len(c.T) < 4 {
+			return fmt.Errorf("expected at least 4 tensors")
+		}
+		o, err := optionals(c.T[4:], c.I[1], 4)
+		if err != nil {
+			return err
+		}
+		return kernels.GroupNormBackward(o[0], o[1], o[2], c.T[0], c.T[1], c.T[2], c.T[3], o[3], c.I[0])
 	})
 	Register("index_select", 3, func(c *Call) error {
 		if err := needInts(c, 1); err != nil {

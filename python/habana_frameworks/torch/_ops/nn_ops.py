@@ -271,6 +271,67 @@ def native_batch_norm_backward(grad_out, input, weight, running_mean, running_va
     return gi, gw, gb
 
 
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+@native("aten::native_layer_norm")
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    ms = aten.native_layer_norm(meta(input), normalized_shape, meta(weight), meta(bias), eps)
+    _floats(input, weight, bias)
+    D = _numel(normalized_shape)
+    # CPU keeps the statistics in the input dtype unless a reduced input meets float32
+    # parameters (the meta kernel always says float32 for reduced inputs).
+    mixed = input.dtype in (torch.bfloat16, torch.float16) and any(
+        t is not None and t.dtype == torch.float32 for t in (weight, bias))
+    sdt = torch.float32 if mixed else input.dtype
+    out = _empty(ms[0], input.device)
+    mean, rstd = (torch.empty(m.shape, dtype=sdt, device=input.device) for m in ms[1:])
+    if input.numel() == 0 or D == 0:
+        raise NotNative
+    M = input.numel() // D
+    present, mask = _mask(mean.view(M), rstd.view(M),
+                          weight.reshape(D) if weight is not None else None,
+                          bias.reshape(D) if bias is not None else None)
+    _native.run("layer_norm_fwd", [out.view(M, D), input.reshape(M, D)] + present, (mask,),
+                (float(eps),))
+    return out, mean, rstd
+
+
+@native("aten::native_group_norm")
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    ms = aten.native_group_norm(meta(input), meta(weight), meta(bias), N, C, HxW, group, eps)
+    _floats(input, weight, bias)
+    out, mean, rstd = (_empty(m, input.device) for m in ms)
+    if input.numel() == 0:
+        raise NotNative
+    present, mask = _mask(weight, bias)
+    _native.run("group_norm_fwd", [out.view(N, C, HxW), input.reshape(N, C, HxW),
+                                   mean.view(-1), rstd.view(-1)] + present,
+                (int(group), mask), (float(eps),))
+    return out, mean, rstd
+
+
+@native("aten::native_group_norm_backward")
+def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group,
+                               output_mask):
+    _floats(grad_out, input, mean, rstd, weight)
+    if input.numel() == 0:
+        raise NotNative
+    gi = torch.empty(input.shape, dtype=input.dtype, device=input.device) if output_mask[0] else None
+    pdt = weight.dtype if weight is not None else input.dtype
+    gw = torch.empty(C, dtype=pdt, device=input.device) if output_mask[1] else None
+    gb = torch.empty(C, dtype=pdt, device=input.device) if output_mask[2] else None
+    present, mask = _mask(gi.view(N, C, HxW) if gi is not None else None, gw, gb, weight)
+    _native.run("group_norm_bwd", [grad_out.reshape(N, C, HxW), input.reshape(N, C, HxW),
+                                   mean.reshape(-1), rstd.reshape(-1)] + present,
+                (int(group), mask))
+    return gi, gw, gb
+
+
 @native("aten::native_layer_norm_backward")
 def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
                                output_mask):

@@ -1,0 +1,271 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// Layer and group normalisation with torch's CPU rounding: float32 and reduced-precision
+// inputs compute in float32 (rounding each operation as torch's vectorised kernels do,
+// including the multiply-adds its compiler fuses), float64 in float64. Reductions follow
+// the order of torch's AVX-512 reduce_all: vecW lanes accumulated strided, then a
+// pairwise tree over the lanes (inputs shorter than one vector: sequential).
+
+const vecW32 = 16 // float32 lanes of one AVX-512 vector
+const vecW64 = 8  // float64 lanes
+
+func vecWidth[F gemmFloat]() int {
+	var z F
+	if isF64(z) {
+		return vecW64
+	}
+	return vecW32
+}
+
+func isF64[F gemmFloat](z F) bool {
+	_, ok := any(z).(float64)
+	return ok
+}
+
+// fmaF is a fused multiply-add rounded to F.
+func fmaF[F gemmFloat](a, b, c F) F { return F(math.FMA(float64(a), float64(b), float64(c))) }
+
+// vecReduce sums map(i) for i < n in reduce_all order. fused: after the first vector,
+// lanes accumulate with a fused multiply-add of the pair mul(i) (torch's map lambda is a
+// product the compiler fuses into the accumulation); otherwise map values are added.
+func vecReduce[F gemmFloat](n int, W int, val func(i int) F, mulPair func(i int) (F, F)) F {
+	if n <= 0 {
+		return 0
+	}
+	if n < W {
+		s := val(0)
+		for i := 1; i < n; i++ {
+			s = F(s + val(i))
+		}
+		return s
+	}
+	var accA [vecW32]F
+	acc := accA[:W]
+	for j := 0; j < W; j++ {
+		acc[j] = val(j)
+	}
+	for d := W; d < n; d += W {
+		for j := 0; j < W && d+j < n; j++ {
+			if mulPair != nil {
+				a, b := mulPair(d + j)
+				acc[j] = fmaF(a, b, acc[j])
+			} else {
+				acc[j] = F(acc[j] + val(d+j))
+			}
+		}
+	}
+	for h := W / 2; h >= 1; h /= 2 {
+		for j := 0; j < h; j++ {
+			acc[j] = F(acc[j] + acc[j+h])
+		}
+	}
+	return acc[0]
+}
+
+// moments returns the mean and biased variance of v, accurate to the last bit of F
+// (torch's Welford moments are within an ulp of these).
+func moments[F gemmFloat](v []F) (F, F) {
+	s := 0.0
+	for _, x := range v {
+		s += float64(x)
+	}
+	m := s / float64(len(v))
+	ss := 0.0
+	for _, x := range v {
+		d := float64(x) - m
+		ss += d * d
+	}
+	return F(m), F(ss / float64(len(v)))
+}
+
+func checkMD(name string, t Tensor, M, D int64) error {
+	if t.Dim() != 2 || t.Sizes[0] != M || t.Sizes[1] != D || !t.DType.IsFloat() {
+		return fmt.Errorf("%s: %v %v, expected float [%d %d]", name, t.Sizes, t.DType, M, D)
+	}
+	return nil
+}
+
+func loadVec[F gemmFloat](t *Tensor, n int64, def F) []F {
+	out := make([]F, n)
+	if t == nil {
+		for i := range out {
+			out[i] = def
+		}
+		return out
+	}
+	loadRowT(out, t.Ptr, t.Strides[0]*int64(t.DType.Size()), t.DType)
+	return out
+}
+
+func rowPtr(t Tensor, r int64) (p, s int64) {
+	es := int64(t.DType.Size())
+	return r * t.Strides[0] * es, t.Strides[1] * es
+}
+
+func loadRow2[F gemmFloat](t Tensor, r int64, dst []F) {
+	off, s := rowPtr(t, r)
+	loadRowT(dst, at(t.Ptr, off), s, t.DType)
+}
+
+func storeRow2[F gemmFloat](t Tensor, r int64, src []F) {
+	off, s := rowPtr(t, r)
+	storeRowT(at(t.Ptr, off), s, t.DType, src)
+}
+
+// LayerNormForward normalises the rows of x ([M, D]) into out, with optional weight and
+// bias ([D]) and optional saved mean and rstd ([M]).
+func LayerNormForward(out Tensor, mean, rstd *Tensor, x Tensor, w, b *Tensor, eps float64) error {
+	M, D := x.Sizes[0], x.Sizes[1]
+	if err := checkMD("input", x, M, D); err != nil {
+		return err
+	}
+	if err := checkMD("out", out, M, D); err != nil {
+		return err
+	}
+	if err := checkVecs(M, mean, rstd); err != nil {
+		return err
+	}
+	if err := checkVecs(D, w, b); err != nil {
+		return err
+	}
+	if x.DType == Float64 {
+		layerNormFwd[float64](out, mean, rstd, x, w, b, eps)
+	} else {
+		layerNormFwd[float32](out, mean, rstd, x, w, b, eps)
+	}
+	return nil
+}
+
+func layerNormFwd[F gemmFloat](out Tensor, mean, rstd *Tensor, x Tensor, w, b *Tensor, eps float64) {
+	M, D := x.Sizes[0], x.Sizes[1]
+	g, be := loadVec[F](w, D, 1), loadVec[F](b, D, 0)
+	reduced := x.DType != Float32 && x.DType != Float64
+	ParallelFor(M, 4*D+1, func(lo, hi int64) {
+		row := make([]F, D)
+		for r := lo; r < hi; r++ {
+			loadRow2(x, r, row)
+			m, v := moments(row)
+			rs := F(F(1) / F(math.Sqrt(float64(F(v+F(eps))))))
+			if reduced {
+				// float opmath: (x*scale + bias)*gamma + beta with scale = rstd, bias = -rstd*mean
+				bias := F(-rs * m)
+				for j, xv := range row {
+					row[j] = fmaF(fmaF(xv, rs, bias), g[j], be[j])
+				}
+			} else {
+				for j, xv := range row {
+					row[j] = fmaF(F(F(xv-m)*rs), g[j], be[j])
+				}
+			}
+			storeRow2(out, r, row)
+			vec{mean}.set(r, float64(m))
+			vec{rstd}.set(r, float64(rs))
+		}
+	})
+}
+
+// LayerNormBackward computes the gradients of layer norm over rows of x ([M, D]) with saved
+// mean and rstd ([M]) and optional weight ([D]), in torch's CPU formulation:
+// dx = rstd*dy*w + b*x + c with b = (db*mean - ds)*rstd^3/D, c = -b*mean - db*rstd/D,
+// ds = sum(dy*x*w), db = sum(dy*w).
+func LayerNormBackward(gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, w *Tensor) error {
+	if gout.Dim() != 2 || x.Dim() != 2 || gout.Sizes[0] != x.Sizes[0] || gout.Sizes[1] != x.Sizes[1] {
+		return fmt.Errorf("grad_output %v and input %v must be the same 2-D shape", gout.Sizes, x.Sizes)
+	}
+	M, D := x.Sizes[0], x.Sizes[1]
+	if err := checkVecs(M, &mean, &rstd); err != nil {
+		return err
+	}
+	if err := checkVecs(D, w, gw, gb); err != nil {
+		return err
+	}
+	if gin != nil {
+		if err := checkMD("grad_input", *gin, M, D); err != nil {
+			return err
+		}
+	}
+	for _, t := range []Tensor{gout, x} {
+		if !t.DType.IsFloat() {
+			return fmt.Errorf("unsupported dtype %v", t.DType)
+		}
+	}
+	if x.DType == Float64 {
+		layerNormBwd[float64](gin, gw, gb, gout, x, mean, rstd, w)
+	} else {
+		layerNormBwd[float32](gin, gw, gb, gout, x, mean, rstd, w)
+	}
+	return nil
+}
+
+func layerNormBwd[F gemmFloat](gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, w *Tensor) {
+	M, D := x.Sizes[0], x.Sizes[1]
+	W := vecWidth[F]()
+	g := loadVec[F](w, D, 1)
+	mu, rs := loadVec[F](&mean, M, 0), loadVec[F](&rstd, M, 0)
+	scale := F(F(1) / F(D))
+	if gin != nil {
+		ParallelFor(M, 8*D, func(lo, hi int64) {
+			xb, dy := make([]F, D), make([]F, D)
+			for r := lo; r < hi; r++ {
+				loadRow2(x, r, xb)
+				loadRow2(gout, r, dy)
+				var ds, db F
+				n := int(D)
+				if w == nil {
+					ds = vecReduce(n, W, func(i int) F { return F(dy[i] * xb[i]) },
+						func(i int) (F, F) { return dy[i], xb[i] })
+					db = vecReduce(n, W, func(i int) F { return dy[i] }, nil)
+				} else {
+					ds = vecReduce(n, W, func(i int) F { return F(F(dy[i]*xb[i]) * g[i]) },
+						func(i int) (F, F) { return F(dy[i] * xb[i]), g[i] })
+					db = vecReduce(n, W, func(i int) F { return F(dy[i] * g[i]) },
+						func(i int) (F, F) { return dy[i], g[i] })
+				}
+				a := rs[r]
+				b := F(F(F(F(fmaF(db, mu[r], -ds)*a)*a)*a) * scale)
+				c := fmaF(-b, mu[r], -F(F(db*a)*scale))
+				for j := range dy {
+					// the compiler fuses b*x into the add of the first product
+					if w == nil {
+						dy[j] = F(fmaF(b, xb[j], F(a*dy[j])) + c)
+					} else {
+						dy[j] = F(fmaF(b, xb[j], F(F(a*dy[j])*g[j])) + c)
+					}
+				}
+				storeRow2(*gin, r, dy)
+			}
+		})
+	}
+	if gw != nil || gb != nil {
+		// Column sums in row order, parallel over column blocks.
+		dw, dbv := make([]F, D), make([]F, D)
+		ParallelFor(D, 3*M, func(lo, hi int64) {
+			n := hi - lo
+			xb, dy := make([]F, n), make([]F, n)
+			xs, gs := x, gout
+			for r := int64(0); r < M; r++ {
+				off, s := rowPtr(xs, r)
+				loadRowT(xb, at(xs.Ptr, off+lo*s), s, xs.DType)
+				off, s = rowPtr(gs, r)
+				loadRowT(dy, at(gs.Ptr, off+lo*s), s, gs.DType)
+				a := rs[r]
+				bb := F(-a * mu[r])
+				for j := range xb {
+					dw[lo+int64(j)] = fmaF(dy[j], fmaF(a, xb[j], bb), dw[lo+int64(j)])
+					dbv[lo+int64(j)] = F(dbv[lo+int64(j)] + dy[j])
+				}
+			}
+		})
+		if gw != nil {
+			storeRowT(gw.Ptr, gw.Strides[0]*int64(gw.DType.Size()), gw.DType, dw)
+		}
+		if gb != nil {
+			storeRowT(gb.Ptr, gb.Strides[0]*int64(gb.DType.Size()), gb.DType, dbv)
+		}
+	}
+}
