@@ -176,7 +176,7 @@ func groupNormBwd[F gemmFloat](gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, 
 					loadRowT(xb, at(x.Ptr, (n*x.Strides[0]+c*x.Strides[1])*xv.es()), x.Strides[2]*xv.es(), x.DType)
 					loadRowT(dy, at(gout.Ptr, (n*gout.Strides[0]+c*gout.Strides[1])*gv.es()), gout.Strides[2]*gv.es(), gout.DType)
 					for k := range dy {
-						dy[k] = F(fmaF(c2, xb[k], F(c1*dy[k])) + c3)
+						dy[k] = F(fmaF(c1, dy[k], F(c2*xb[k])) + c3) // c2*x is the fused addend here
 					}
 					ges := int64(gin.DType.Size())
 					storeRowT(at(gin.Ptr, (n*gin.Strides[0]+c*gin.Strides[1])*ges), gin.Strides[2]*ges, gin.DType, dy)

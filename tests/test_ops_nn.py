@@ -12,7 +12,9 @@ NN_OPS = {"aten::convolution_overrideable", "aten::convolution_backward_override
           "aten::max_pool2d_with_indices", "aten::max_pool2d_with_indices_backward",
           "aten::avg_pool2d", "aten::avg_pool2d_backward", "aten::_adaptive_avg_pool2d",
           "aten::_adaptive_avg_pool2d_backward", "aten::native_batch_norm",
-          "aten::native_batch_norm_backward", "aten::native_layer_norm_backward",
+          "aten::native_batch_norm_backward", "aten::native_layer_norm",
+          "aten::native_layer_norm_backward", "aten::native_group_norm",
+          "aten::native_group_norm_backward",
           "aten::index_select", "aten::embedding_dense_backward", "aten::mm", "aten::addmm",
           "aten::bmm", "aten::baddbmm"}
 
@@ -185,6 +187,71 @@ def test_layer_norm(fallback_counter, dtype, shape, norm, affine):
         fwd_bwd(lambda x, w, b: F.layer_norm(x, norm, w, b, 1e-5), [x, w, b], dtype)
     else:
         fwd_bwd(lambda x: F.layer_norm(x, norm, eps=1e-5), [x], dtype)
+    no_fallback(fallback_counter)
+
+
+@pytest.mark.parametrize("dtype,wdt", [(torch.float32, None), (torch.float64, None),
+                                        (torch.bfloat16, None), (torch.bfloat16, torch.float32)])
+def test_native_layer_norm_stats_and_rounding(fallback_counter, dtype, wdt):
+    """Outputs and saved statistics (dtype as on CPU: float32 only for a reduced input with
+    float32 parameters); bf16 outputs round exactly as CPU's float-opmath kernel."""
+    x = rnd(3, 7, 37, dtype=dtype) * 2 - 1
+    w, b = rnd(37, dtype=wdt or dtype, seed=2), rnd(37, dtype=wdt or dtype, seed=3)
+    want = torch.native_layer_norm(x, [37], w, b, 1e-5)
+    got = torch.native_layer_norm(hpu(x), [37], hpu(w), hpu(b), 1e-5)
+    for g, c in zip(got, want):
+        assert g.dtype == c.dtype and g.shape == c.shape
+        if dtype == torch.bfloat16:
+            torch.testing.assert_close(g.cpu().float(), c.float(), atol=0, rtol=8e-3)
+        else:
+            torch.testing.assert_close(g.cpu(), c)
+    if dtype == torch.bfloat16:
+        assert (got[0].cpu() != want[0]).sum() <= 2
+    no_fallback(fallback_counter)
+
+
+def test_layer_norm_backward_single_element_rows(fallback_counter):
+    """normalized_shape [1]: CPU's dx formula cancels to a rounding residue; hpu follows it."""
+    x, w, b = rnd(9, 1) * 3, rnd(1, seed=2), rnd(1, seed=3)
+    fwd_bwd(lambda x, w, b: F.layer_norm(x, [1], w, b, 1e-5), [x, w, b], torch.float32)
+    fwd_bwd(lambda x: F.layer_norm(x, [1], eps=1e-5), [x], torch.float32)
+    no_fallback(fallback_counter)
+
+
+@pytest.mark.parametrize("dtype", DT + [torch.float64])
+@pytest.mark.parametrize("shape,groups", [((2, 6, 5, 4), 3), ((3, 32, 7), 2), ((4, 4), 4),
+                                          ((2, 8, 3, 3), 1)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm(fallback_counter, dtype, shape, groups, affine):
+    x = rnd(*shape, dtype=dtype) * 3 + 0.5
+    C = shape[1]
+    w, b = rnd(C, dtype=dtype, seed=2), rnd(C, dtype=dtype, seed=3)
+    if affine:
+        fwd_bwd(lambda x, w, b: F.group_norm(x, groups, w, b, 1e-5), [x, w, b], dtype)
+    else:
+        fwd_bwd(lambda x: F.group_norm(x, groups, eps=1e-5), [x], dtype)
+    N = shape[0]
+    HxW = x[0, 0].numel()
+    want = torch.native_group_norm(x, w if affine else None, b if affine else None, N, C, HxW,
+                                   groups, 1e-5)
+    got = torch.native_group_norm(hpu(x), hpu(w) if affine else None,
+                                  hpu(b) if affine else None, N, C, HxW, groups, 1e-5)
+    for g, c in zip(got, want):
+        close(g, c, dtype)
+    no_fallback(fallback_counter)
+
+
+def test_group_norm_module_training_step(fallback_counter):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.GroupNorm(4, 8), nn.ReLU())
+    mh = copy.deepcopy(m).to("hpu")
+    x = rnd(2, 3, 6, 6)
+    yc, yh = m(x), mh(hpu(x))
+    close(yh, yc, atol=1e-5, rtol=1e-5)
+    yc.square().mean().backward()
+    yh.square().mean().backward()
+    for pc, ph in zip(m.parameters(), mh.parameters()):
+        close(ph.grad, pc.grad, atol=1e-5, rtol=1e-4)
     no_fallback(fallback_counter)
 
 
