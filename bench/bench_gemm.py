@@ -1,0 +1,108 @@
+"""Worker: GEMM throughput of hpu (torch.mm, F.linear) against OpenBLAS called directly
+(ctypes cblas_sgemm from the very libopenblas the Go core links) and torch's CPU kernels."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from bench_common import median, timed_repeats
+
+# (label, m, k, n, linear): linear means y = x @ w.T with x m×k and w n×k (F.linear's layout).
+SHAPES: list[tuple[str, int, int, int, bool]] = [
+    ("256^3", 256, 256, 256, False),
+    ("512^3", 512, 512, 512, False),
+    ("1024^3", 1024, 1024, 1024, False),
+    ("linear 64x1024 @ (1024x1024)^T", 64, 1024, 1024, True),
+]
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+def openblas_path() -> str | None:
+    """The libopenblas mapped into this process (the one libhpusim.so links), else the
+    system's by ctypes.util."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if "libopenblas" in path:
+                    return path
+    except OSError:
+        pass
+    name = ctypes.util.find_library("openblas")
+    return name
+
+
+class OpenBLAS:
+    def __init__(self, threads: int) -> None:
+        import habana_frameworks.torch  # noqa: F401  (maps the Go core and its libopenblas)
+
+        path = openblas_path()
+        if path is None:
+            raise RuntimeError("libopenblas not found (neither mapped nor by ctypes.util.find_library)")
+        self.path = path
+        self.lib = ctypes.CDLL(path)
+        self.lib.openblas_set_num_threads(ctypes.c_int(threads))
+        self.lib.openblas_get_num_threads.restype = ctypes.c_int
+        self.threads = self.lib.openblas_get_num_threads()
+        self.lib.openblas_get_config.restype = ctypes.c_char_p
+        self.config = self.lib.openblas_get_config().decode()
+        f = self.lib.cblas_sgemm
+        i, p, fl = ctypes.c_int, ctypes.c_void_p, ctypes.c_float
+        f.argtypes = [i, i, i, i, i, i, fl, p, i, p, i, fl, p, i]
+        f.restype = None
+        self.sgemm = f
+
+    def gemm_fn(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, trans_b: bool) -> Callable[[], None]:
+        """c = a @ op(b), row-major float32 (b is n×k when trans_b)."""
+        m, k = a.shape
+        n = c.shape[1]
+        args = (_ROW_MAJOR, _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, 1.0,
+                a.data_ptr(), k, b.data_ptr(), k if trans_b else n, 0.0, c.data_ptr(), n)
+        return lambda: self.sgemm(*args)
+
+
+def run(threads: int, quick: bool) -> dict[str, Any]:
+    repeats, min_seconds = (2, 0.0) if quick else (7, 0.25)
+    blas = OpenBLAS(threads)
+    gen = torch.Generator().manual_seed(0)
+    rows: list[dict[str, Any]] = []
+
+    def add(label: str, m: int, k: int, n: int, dtype: str, impl: str, op: str,
+            fn: Callable[[], object], sync: Callable[[], object] = lambda: None) -> None:
+        iters, per_call = timed_repeats(fn, repeats, min_seconds, sync)
+        t = median(per_call)
+        rows.append({"shape": label, "m": m, "k": k, "n": n, "dtype": dtype, "impl": impl, "op": op,
+                     "seconds": t, "gflops": 2.0 * m * n * k / t / 1e9,
+                     "repeat_gflops": [2.0 * m * n * k / s / 1e9 for s in per_call], "iters_per_repeat": iters})
+
+    hpu_sync = torch.hpu.synchronize
+    for label, m, k, n, linear in SHAPES:
+        a32 = torch.randn(m, k, generator=gen)
+        # mm: b is k×n; linear: w is n×k.
+        b32 = torch.randn(n, k, generator=gen) if linear else torch.randn(k, n, generator=gen)
+        c32 = torch.empty(m, n)
+        add(label, m, k, n, "float32", "openblas", "sgemm", blas.gemm_fn(a32, b32, c32, trans_b=linear))
+        for dname, dtype in DTYPES.items():
+            a, b = a32.to(dtype), b32.to(dtype)
+            ah, bh = a.to("hpu"), b.to("hpu")
+            if linear:
+                add(label, m, k, n, dname, "torch_cpu", "linear", lambda a=a, b=b: F.linear(a, b))
+                add(label, m, k, n, dname, "hpu", "linear", lambda a=ah, b=bh: F.linear(a, b), hpu_sync)
+                bt, bth = b.t(), bh.t()
+                add(label, m, k, n, dname, "torch_cpu", "mm", lambda a=a, b=bt: torch.mm(a, b))
+                add(label, m, k, n, dname, "hpu", "mm", lambda a=ah, b=bth: torch.mm(a, b), hpu_sync)
+            else:
+                add(label, m, k, n, dname, "torch_cpu", "mm", lambda a=a, b=b: torch.mm(a, b))
+                add(label, m, k, n, dname, "hpu", "mm", lambda a=ah, b=bh: torch.mm(a, b), hpu_sync)
+        # The hpu result is right (a benchmark of wrong answers is worthless).
+        ref = a32 @ (b32.t() if linear else b32)
+        got = (F.linear(a32.to("hpu"), b32.to("hpu")) if linear else torch.mm(a32.to("hpu"), b32.to("hpu"))).cpu()
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-3)
+    return {"openblas": {"path": blas.path, "threads": blas.threads, "config": blas.config},
+            "torch_threads": torch.get_num_threads(), "rows": rows}

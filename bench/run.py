@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""hpusim benchmarks, side by side on one machine (`make bench`).
+
+1. Training-step throughput of each reference model (hpusim_models) in every mode.
+2. GEMM at 256^3, 512^3, 1024^3 and the linear-layer shape in float32 and bfloat16:
+   hpu torch.mm / F.linear against OpenBLAS called directly and against torch's CPU.
+
+Torch and OpenBLAS both get --threads threads (2), and the workers run with
+OMP_WAIT_POLICY=PASSIVE unless told otherwise (see --omp-wait-policy).
+
+Each run is its own process: a *mode* is a subprocess of this script with its environment
+variables and flags (PT_HPU_LAZY_MODE, for one, is read at import). The parent merges the
+workers' JSON into one table and one results file. To add a mode (lazy, autocast), add an
+entry to MODES; `--modes` picks which run (default: those with default=True).
+
+    .venv/bin/python bench/run.py [--quick] [--out bench/results.json] [--modes cpu,hpu]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MODELS = ("mlp", "cnn", "transformer")
+
+
+@dataclasses.dataclass(frozen=True)
+class Mode:
+    """One benchmark configuration: a worker process with `env` added to the environment
+    and `flags` passed to the training worker."""
+    device: str
+    env: dict[str, str]
+    flags: tuple[str, ...] = ()
+    default: bool = True
+    description: str = ""
+
+
+MODES: dict[str, Mode] = {
+    "cpu": Mode("cpu", {}, description="PyTorch CPU eager (the baseline)"),
+    "hpu": Mode("hpu", {"PT_HPU_LAZY_MODE": "0"}, description="hpu eager"),
+    # Not run by default until those modes are real; `--modes cpu,hpu,hpu_lazy` runs them.
+    "hpu_lazy": Mode("hpu", {"PT_HPU_LAZY_MODE": "1"}, default=False, description="hpu lazy (mark_step graphs)"),
+    "hpu_bf16": Mode("hpu", {"PT_HPU_LAZY_MODE": "0"}, ("--autocast", "bfloat16"),
+                     description="hpu eager, torch.autocast bfloat16"),
+    "cpu_bf16": Mode("cpu", {}, ("--autocast", "bfloat16"), description="PyTorch CPU eager, torch.autocast bfloat16"),
+}
+# Extra training ratios (numerator mode, denominator mode), reported when both ran.
+COMPARISONS = (("hpu_bf16", "hpu"), ("hpu_bf16", "cpu_bf16"))
+GEMM_MODE = "hpu"  # the environment the GEMM worker runs in
+TARGETS = {"gemm_fp32_hpu_over_openblas": 0.9, "gemm_bf16_over_fp32_hpu": 0.8}
+
+
+# ---- workers (run in the subprocess) -------------------------------------------------------
+
+def worker_main(args: argparse.Namespace) -> None:
+    sys.path.insert(0, HERE)
+    import torch
+
+    import habana_frameworks.torch  # noqa: F401  (registers hpu; reads PT_HPU_* now)
+    from bench_common import loadavg, set_threads
+
+    set_threads(args.threads)
+    t0 = time.perf_counter()
+    load0 = loadavg()
+    if args.worker == "training":
+        import bench_training
+
+        dtype = getattr(torch, args.autocast) if args.autocast else None
+        result: dict[str, Any] = {"training": bench_training.run(args.models.split(","), args.device, dtype, args.quick)}
+    else:
+        import bench_gemm
+
+        result = {"gemm": bench_gemm.run(args.threads, args.quick)}
+    result["worker"] = {"seconds": time.perf_counter() - t0, "loadavg_start": load0, "loadavg_end": loadavg(),
+                        "pid": os.getpid(), "torch_threads": torch.get_num_threads()}
+    with open(args.worker_out, "w") as f:
+        json.dump(result, f)
+
+
+# ---- parent ----------------------------------------------------------------------------------
+
+def spawn(kind: str, mode_name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Runs one worker process for mode `mode_name`; returns its JSON or {'error': ...}."""
+    mode = MODES[mode_name]
+    env = dict(os.environ)
+    if args.omp_wait_policy != "default":
+        env["OMP_WAIT_POLICY"] = args.omp_wait_policy
+    env.update(mode.env)
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
+        out_path = tmp.name
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--worker-out", out_path,
+           "--device", mode.device, "--threads", str(args.threads), "--models", ",".join(args.models)]
+    if args.quick:
+        cmd.append("--quick")
+    if kind == "training":
+        cmd += list(mode.flags)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+    elapsed = time.perf_counter() - t0
+    try:
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+            print(f"  {kind}/{mode_name}: worker failed (exit {proc.returncode}):\n    " + "\n    ".join(tail),
+                  file=sys.stderr)
+            return {"error": f"exit {proc.returncode}: " + " | ".join(tail[-3:])}
+        with open(out_path) as f:
+            result = json.load(f)
+    finally:
+        os.unlink(out_path)
+    print(f"  {kind}/{mode_name}: {elapsed:.1f}s", file=sys.stderr)
+    return result
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def _gemm_lookup(rows: list[dict[str, Any]], shape: str, dtype: str, impl: str, op: str) -> float | None:
+    for r in rows:
+        if (r["shape"], r["dtype"], r["impl"], r["op"]) == (shape, dtype, impl, op):
+            return r["gflops"]
+    return None
+
+
+def compute_ratios(results: dict[str, Any]) -> dict[str, Any]:
+    ratios: dict[str, Any] = {}
+    training = results.get("training", {})
+    for mode_name, per_model in training.items():
+        if mode_name == "cpu" or "error" in per_model:
+            continue
+        key = f"training_{mode_name}_over_cpu"
+        ratios[key] = {}
+        for model, res in per_model.items():
+            cpu = training.get("cpu", {}).get(model)
+            if cpu and "steps_per_s" in cpu:
+                ratios[key][model] = res["steps_per_s"] / cpu["steps_per_s"]
+    for num, den in COMPARISONS:
+        a, b = training.get(num, {}), training.get(den, {})
+        if a and b and "error" not in a and "error" not in b:
+            ratios[f"training_{num}_over_{den}"] = {
+                m: a[m]["steps_per_s"] / b[m]["steps_per_s"] for m in a if m in b}
+    rows = results.get("gemm", {}).get("rows", [])
+    fp32_vs_blas: dict[str, float] = {}
+    bf16_vs_fp32: dict[str, float] = {}
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        blas = _gemm_lookup(rows, shape, "float32", "openblas", "sgemm")
+        for op in ("mm", "linear"):
+            h32 = _gemm_lookup(rows, shape, "float32", "hpu", op)
+            h16 = _gemm_lookup(rows, shape, "bfloat16", "hpu", op)
+            key = shape if op == "mm" else f"{shape} [F.linear]"
+            if h32 and blas:
+                fp32_vs_blas[key] = h32 / blas
+            if h32 and h16:
+                bf16_vs_fp32[key] = h16 / h32
+    if rows:
+        ratios["gemm_fp32_hpu_over_openblas"] = fp32_vs_blas
+        ratios["gemm_bf16_over_fp32_hpu"] = bf16_vs_fp32
+    return ratios
+
+
+def format_tables(results: dict[str, Any]) -> str:
+    out: list[str] = []
+    training = results.get("training", {})
+    modes = list(training)
+    if modes:
+        out.append("Training-step throughput, steps/s (median of timed repeats; ms/step in brackets)")
+        header = f"{'model':12s}" + "".join(f"{m:>22s}" for m in modes) + "".join(
+            f"{m + '/cpu':>14s}" for m in modes if m != "cpu")
+        out.append(header)
+        for model in results["meta"]["models"]:
+            line = f"{model:12s}"
+            for m in modes:
+                r = training[m].get(model) if "error" not in training[m] else None
+                line += f"{r['steps_per_s']:>12.1f} ({r['ms_per_step']:6.1f}ms)" if r else f"{'error':>22s}"
+            for m in modes:
+                if m == "cpu":
+                    continue
+                ratio = results["ratios"].get(f"training_{m}_over_cpu", {}).get(model)
+                line += f"{ratio:>14.2f}" if ratio is not None else f"{'-':>14s}"
+            out.append(line)
+        for num, den in COMPARISONS:
+            got = results["ratios"].get(f"training_{num}_over_{den}")
+            if got:
+                out.append(f"  {num}/{den}: " + ", ".join(f"{k} {v:.2f}" for k, v in got.items()))
+        for m in modes:
+            for model, r in training[m].items() if "error" not in training[m] else ():
+                if r.get("fallbacks"):
+                    out.append(f"  {m}/{model} fell back to the CPU: {r['fallbacks']}")
+        out.append("")
+    gemm = results.get("gemm", {})
+    if "rows" in gemm:
+        out.append(f"GEMM, GFLOP/s (OpenBLAS direct: {gemm['openblas']['path']}, {gemm['openblas']['threads']} "
+                   f"threads; torch CPU {gemm['torch_threads']} threads)")
+        cols = [("float32", "openblas", "sgemm"), ("float32", "torch_cpu", "mm"), ("float32", "hpu", "mm"),
+                ("float32", "hpu", "linear"), ("bfloat16", "torch_cpu", "mm"), ("bfloat16", "hpu", "mm"),
+                ("bfloat16", "hpu", "linear")]
+        names = ["f32 openblas", "f32 torch", "f32 hpu mm", "f32 hpu lin", "bf16 torch", "bf16 hpu mm", "bf16 hpu lin"]
+        out.append(f"{'shape':32s}" + "".join(f"{n:>13s}" for n in names))
+        for shape in dict.fromkeys(r["shape"] for r in gemm["rows"]):
+            line = f"{shape:32s}"
+            for dtype, impl, op in cols:
+                g = _gemm_lookup(gemm["rows"], shape, dtype, impl, op)
+                line += f"{g:>13.1f}" if g is not None else f"{'':>13s}"
+            out.append(line)
+        out.append("")
+        for key, title in (("gemm_fp32_hpu_over_openblas", "fp32 hpu / OpenBLAS direct"),
+                           ("gemm_bf16_over_fp32_hpu", "bf16 hpu / fp32 hpu")):
+            target = TARGETS[key]
+            out.append(f"{title} (target >= {target}):")
+            for shape, r in results["ratios"].get(key, {}).items():
+                out.append(f"  {shape:44s} {r:6.2f}  {'ok' if r >= target else 'BELOW TARGET'}")
+        out.append("")
+    elif gemm:
+        out.append(f"GEMM: {gemm.get('error')}")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a fast smoke run (few, short repeats)")
+    ap.add_argument("--out", default=os.path.join(HERE, "results.json"), help="JSON results file")
+    ap.add_argument("--modes", default=None,
+                    help=f"comma-separated modes among {', '.join(MODES)} (default: "
+                         f"{','.join(m for m, v in MODES.items() if v.default)})")
+    ap.add_argument("--models", default=",".join(MODELS), type=lambda s: s.split(","))
+    ap.add_argument("--threads", type=int, default=2, help="torch and OpenBLAS threads (both set explicitly)")
+    ap.add_argument("--omp-wait-policy", default=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+                    help="OMP_WAIT_POLICY for the workers (default PASSIVE: torch's spinning OpenMP "
+                         "threads slow the CPU baseline 20x on a busy 2-core host); 'default' leaves it unset")
+    ap.add_argument("--skip-training", action="store_true")
+    ap.add_argument("--skip-gemm", action="store_true")
+    # Worker-side arguments (set by the parent).
+    ap.add_argument("--worker", choices=("training", "gemm"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker-out", help=argparse.SUPPRESS)
+    ap.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
+    ap.add_argument("--autocast", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.worker:
+        args.models = ",".join(args.models)
+        worker_main(args)
+        return 0
+
+    modes = args.modes.split(",") if args.modes else [m for m, v in MODES.items() if v.default]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        ap.error(f"unknown modes {unknown}; known: {list(MODES)}")
+    for m in args.models:
+        if m not in MODELS:
+            ap.error(f"unknown model {m!r}; known: {MODELS}")
+
+    t0 = time.perf_counter()
+    results: dict[str, Any] = {
+        "meta": {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "host": platform.node(), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "git_commit": _git_commit(), "quick": args.quick,
+            "threads": args.threads, "models": args.models, "omp_wait_policy": args.omp_wait_policy,
+            "hpusim_lib_dir": os.environ.get("HPUSIM_LIB_DIR", ""), "loadavg_start": list(os.getloadavg()),
+        },
+        "modes": {m: dataclasses.asdict(MODES[m]) for m in modes},
+        "targets": TARGETS,
+    }
+    failed = False
+    if not args.skip_training:
+        results["training"] = {}
+        for m in modes:
+            r = spawn("training", m, args)
+            results["training"][m] = r.get("training", r)
+            failed |= "error" in r
+    if not args.skip_gemm:
+        r = spawn("gemm", GEMM_MODE, args)
+        results["gemm"] = r.get("gemm", r)
+        results["meta"]["gemm_mode"] = GEMM_MODE
+        failed |= "error" in r
+    results["meta"]["loadavg_end"] = list(os.getloadavg())
+    results["meta"]["seconds"] = time.perf_counter() - t0
+    results["meta"]["torch"] = importlib.metadata.version("torch")
+    results["ratios"] = compute_ratios(results)
+
+    print(format_tables(results))
+    print(f"load average {results['meta']['loadavg_start']} -> {results['meta']['loadavg_end']}; "
+          f"{results['meta']['seconds']:.0f}s; results in {args.out}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
