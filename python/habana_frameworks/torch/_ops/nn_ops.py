@@ -290,7 +290,9 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     sdt = torch.float32 if mixed else input.dtype
     out = _empty(ms[0], input.device)
     mean, rstd = (torch.empty(m.shape, dtype=sdt, device=input.device) for m in ms[1:])
-    if input.numel() == 0 or D == 0:
+    if input.numel() == 0 and D != 0:
+        return out, mean, rstd  # no rows
+    if D == 0:
         raise NotNative
     M = input.numel() // D
     present, mask = _mask(mean.view(M), rstd.view(M),
@@ -340,7 +342,7 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
     D = 1
     for s in normalized_shape:
         D *= s
-    if input.numel() == 0 or D == 0 or tuple(input.shape[input.dim() - n:]) != tuple(normalized_shape):
+    if D == 0 or tuple(input.shape[input.dim() - n:]) != tuple(normalized_shape):
         raise NotNative
     M = input.numel() // D
     gi = torch.empty(input.shape, dtype=input.dtype, device=input.device) if output_mask[0] else None
@@ -348,6 +350,8 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
         if output_mask[1] and weight is not None else None
     gb = torch.empty(normalized_shape, dtype=bias.dtype, device=input.device) \
         if output_mask[2] and bias is not None else None
+    if M == 0:  # no rows: parameter grads are zero sums
+        return gi, gw.zero_() if gw is not None else None, gb.zero_() if gb is not None else None
     present, mask = _mask(gi.view(M, D) if gi is not None else None,
                           gw.view(D) if gw is not None else None,
                           gb.view(D) if gb is not None else None,
