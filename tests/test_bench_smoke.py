@@ -1,0 +1,57 @@
+"""bench/run.py --quick runs end to end (one worker process per mode, plus the GEMM worker)
+and writes results JSON of the documented structure. Not a timing test: only that every
+figure is there, positive and finite."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ("mlp", "cnn", "transformer")
+MODES = ("cpu", "hpu")
+SHAPES = ("256^3", "512^3", "1024^3", "linear 64x1024 @ (1024x1024)^T")
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def test_bench_quick_writes_results(tmp_path):
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "run.py"), "--quick", "--modes", ",".join(MODES),
+         "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "fp32 hpu / OpenBLAS direct" in proc.stdout and "bf16 hpu / fp32 hpu" in proc.stdout
+    res = json.loads(out.read_text())
+
+    assert res["meta"]["quick"] is True and res["meta"]["threads"] == 2
+    assert set(res["modes"]) == set(MODES)
+    assert res["modes"]["hpu"]["device"] == "hpu" and res["modes"]["cpu"]["device"] == "cpu"
+
+    for mode in MODES:
+        for model in MODELS:
+            r = res["training"][mode][model]
+            assert _positive(r["steps_per_s"]) and _positive(r["ms_per_step"]), (mode, model, r)
+            assert len(r["repeat_steps_per_s"]) == r["repeats"] >= 2
+            assert r["batch_size"] in (16, 64) and isinstance(r["fallbacks"], dict)
+        assert set(res["ratios"].get("training_hpu_over_cpu", {})) == set(MODELS)
+
+    gemm = res["gemm"]
+    assert gemm["openblas"]["threads"] == 2 and "openblas" in gemm["openblas"]["path"]
+    have = {(r["shape"], r["dtype"], r["impl"], r["op"]) for r in gemm["rows"]}
+    for shape in SHAPES:
+        assert (shape, "float32", "openblas", "sgemm") in have
+        for dtype in ("float32", "bfloat16"):
+            assert (shape, dtype, "hpu", "mm") in have and (shape, dtype, "torch_cpu", "mm") in have
+    for dtype in ("float32", "bfloat16"):
+        assert (SHAPES[-1], dtype, "hpu", "linear") in have
+    assert all(_positive(r["gflops"]) for r in gemm["rows"])
+    for key in ("gemm_fp32_hpu_over_openblas", "gemm_bf16_over_fp32_hpu"):
+        ratios = res["ratios"][key]
+        assert set(SHAPES) <= set(ratios) and f"{SHAPES[-1]} [F.linear]" in ratios
+        assert all(_positive(v) for v in ratios.values())
