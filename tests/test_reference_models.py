@@ -208,13 +208,13 @@ def test_cnn_lockstep_matches_cpu(fallback_counter):
 def test_transformer_dropout_on_hpu(fallback_counter):
     """Dropout 0.1 on hpu: the loss goes down, nothing falls back, and the run reproduces
     bit for bit under the same torch.manual_seed (the hpu generator, as on Gaudi)."""
-    steps = 30
+    steps = 20
     batches = make_batches("transformer", BATCH_SIZE["transformer"], steps, seed=0)
 
-    def run(seed: int) -> tuple[list[float], dict[str, torch.Tensor]]:
+    def run(seed: int, n: int = steps) -> tuple[list[float], dict[str, torch.Tensor]]:
         torch.manual_seed(seed)
         model = build("transformer", seed=0, dropout=0.1)
-        losses = train_steps(model, batches, "hpu")
+        losses = train_steps(model, batches[:n], "hpu")
         return losses, {k: v.cpu() for k, v in model.state_dict().items()}
 
     total_before = _fallback_total()
@@ -226,8 +226,8 @@ def test_transformer_dropout_on_hpu(fallback_counter):
     again, state_again = run(1234)
     assert again == losses, "same torch.manual_seed, different losses"
     assert all(torch.equal(state[k], state_again[k]) for k in state)
-    other, _ = run(4321)
-    assert other != losses, "dropout ignores the seed"
+    other, _ = run(4321, 3)
+    assert other != losses[:3], "dropout ignores the seed"
     no_dropout = train_steps(build("transformer", seed=0, dropout=0.0), batches[:3], "hpu")
     assert no_dropout != losses[:3], "dropout 0.1 changed nothing"
     _assert_no_fallback(fallback_counter, total_before, "transformer on hpu (dropout 0.1 and 0)")
