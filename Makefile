@@ -52,8 +52,10 @@ test-go:
 test-py:
 	$(PY) -m pytest -q -n $(JOBS) tests
 
+# Benchmarks (not a test): training-step throughput per mode and GEMM against OpenBLAS;
+# prints the tables and writes bench/results.json. E.g. `make bench BENCH_ARGS=--quick`.
 bench: build
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build python/habana_frameworks/torch/lib *.egg-info python/*.egg-info
