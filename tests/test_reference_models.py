@@ -25,8 +25,8 @@ BATCH_SIZE = {"mlp": 64, "cnn": 64, "transformer": 16}
 # depends on rounding; once one such near-tie resolves differently the trajectories
 # separate. The CPU is no more consistent with itself: 1 thread against 2 threads differs
 # by up to 1.3e-2 relative within 50 steps (seeds 0-3); hpu against the CPU by 1.4e-4 to
-# 1.2e-2 (seeds 0-3; which seed separates most moves with the kernels' summation orders). The kernels themselves are held tightly, step by step, in
-# test_cnn_lockstep_matches_cpu.
+# 1.2e-2 (seeds 0-3; which seed separates most moves with the kernels' summation orders).
+# The kernels themselves are held tightly, step by step, in test_cnn_lockstep_matches_cpu.
 TOLERANCE = {"mlp": (5e-6, 1e-6), "transformer": (5e-6, 1e-6), "cnn": (2e-2, 1e-4)}
 
 
