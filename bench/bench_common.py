@@ -38,6 +38,37 @@ def timed_repeats(fn: Callable[[], object], repeats: int, min_seconds: float,
     return n, per_call
 
 
+def calibrate(fn: Callable[[], object], min_seconds: float, sync: Callable[[], object] = lambda: None) -> int:
+    """Warms fn up and returns how many calls make one repeat of about min_seconds (1 when
+    min_seconds is 0)."""
+    fn()
+    sync()
+    if min_seconds <= 0:
+        return 1
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return max(1, int(min_seconds / max(time.perf_counter() - t0, 1e-7)))
+
+
+def interleaved_repeats(cases: list[tuple[Callable[[], object], Callable[[], object]]], repeats: int,
+                        min_seconds: float) -> list[tuple[int, list[float]]]:
+    """Times several (fn, sync) cases round-robin: repeat r of every case runs before
+    repeat r+1 of any, so a change of machine load during the run hits every case alike
+    and their ratios stay meaningful on a noisy host. Returns, per case, the calls per
+    repeat and the seconds per call of each repeat."""
+    counts = [calibrate(fn, min_seconds, sync) for fn, sync in cases]
+    per_call: list[list[float]] = [[] for _ in cases]
+    for _ in range(repeats):
+        for i, (fn, sync) in enumerate(cases):
+            t0 = time.perf_counter()
+            for _ in range(counts[i]):
+                fn()
+            sync()
+            per_call[i].append((time.perf_counter() - t0) / counts[i])
+    return list(zip(counts, per_call))
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
 

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from bench_common import median, timed_repeats
+from bench_common import interleaved_repeats, median
 
 # (label, m, k, n, linear): linear means y = x @ w.T with x m×k and w n×k (F.linear's layout).
 SHAPES: list[tuple[str, int, int, int, bool]] = [
@@ -68,41 +68,45 @@ class OpenBLAS:
 
 
 def run(threads: int, quick: bool) -> dict[str, Any]:
-    repeats, min_seconds = (2, 0.0) if quick else (7, 0.25)
+    """Per shape, every implementation is timed round-robin (interleaved repeats), so the
+    ratios compare like with like on a busy machine; GFLOP/s from the median repeat."""
+    repeats, min_seconds = (2, 0.0) if quick else (9, 0.2)
     blas = OpenBLAS(threads)
     gen = torch.Generator().manual_seed(0)
     rows: list[dict[str, Any]] = []
-
-    def add(label: str, m: int, k: int, n: int, dtype: str, impl: str, op: str,
-            fn: Callable[[], object], sync: Callable[[], object] = lambda: None) -> None:
-        iters, per_call = timed_repeats(fn, repeats, min_seconds, sync)
-        t = median(per_call)
-        rows.append({"shape": label, "m": m, "k": k, "n": n, "dtype": dtype, "impl": impl, "op": op,
-                     "seconds": t, "gflops": 2.0 * m * n * k / t / 1e9,
-                     "repeat_gflops": [2.0 * m * n * k / s / 1e9 for s in per_call], "iters_per_repeat": iters})
-
     hpu_sync = torch.hpu.synchronize
+    no_sync: Callable[[], object] = lambda: None  # noqa: E731
+
     for label, m, k, n, linear in SHAPES:
         a32 = torch.randn(m, k, generator=gen)
         # mm: b is k×n; linear: w is n×k.
         b32 = torch.randn(n, k, generator=gen) if linear else torch.randn(k, n, generator=gen)
         c32 = torch.empty(m, n)
-        add(label, m, k, n, "float32", "openblas", "sgemm", blas.gemm_fn(a32, b32, c32, trans_b=linear))
-        for dname, dtype in DTYPES.items():
-            a, b = a32.to(dtype), b32.to(dtype)
-            ah, bh = a.to("hpu"), b.to("hpu")
-            if linear:
-                add(label, m, k, n, dname, "torch_cpu", "linear", lambda a=a, b=b: F.linear(a, b))
-                add(label, m, k, n, dname, "hpu", "linear", lambda a=ah, b=bh: F.linear(a, b), hpu_sync)
-                bt, bth = b.t(), bh.t()
-                add(label, m, k, n, dname, "torch_cpu", "mm", lambda a=a, b=bt: torch.mm(a, b))
-                add(label, m, k, n, dname, "hpu", "mm", lambda a=ah, b=bth: torch.mm(a, b), hpu_sync)
-            else:
-                add(label, m, k, n, dname, "torch_cpu", "mm", lambda a=a, b=b: torch.mm(a, b))
-                add(label, m, k, n, dname, "hpu", "mm", lambda a=ah, b=bh: torch.mm(a, b), hpu_sync)
         # The hpu result is right (a benchmark of wrong answers is worthless).
         ref = a32 @ (b32.t() if linear else b32)
         got = (F.linear(a32.to("hpu"), b32.to("hpu")) if linear else torch.mm(a32.to("hpu"), b32.to("hpu"))).cpu()
         torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-3)
+
+        cases: list[tuple[str, str, str, Callable[[], object], Callable[[], object]]] = [
+            ("float32", "openblas", "sgemm", blas.gemm_fn(a32, b32, c32, trans_b=linear), no_sync)]
+        for dname, dtype in DTYPES.items():
+            a, b = a32.to(dtype), b32.to(dtype)
+            ah, bh = a.to("hpu"), b.to("hpu")
+            if linear:
+                cases.append((dname, "torch_cpu", "linear", lambda a=a, b=b: F.linear(a, b), no_sync))
+                cases.append((dname, "hpu", "linear", lambda a=ah, b=bh: F.linear(a, b), hpu_sync))
+                a_mm, b_mm, ah_mm, bh_mm = a, b.t(), ah, bh.t()
+            else:
+                a_mm, b_mm, ah_mm, bh_mm = a, b, ah, bh
+            cases.append((dname, "torch_cpu", "mm", lambda a=a_mm, b=b_mm: torch.mm(a, b), no_sync))
+            cases.append((dname, "hpu", "mm", lambda a=ah_mm, b=bh_mm: torch.mm(a, b), hpu_sync))
+
+        timings = interleaved_repeats([(fn, sync) for *_, fn, sync in cases], repeats, min_seconds)
+        flop = 2.0 * m * n * k
+        for (dname, impl, op, _, _), (iters, per_call) in zip(cases, timings):
+            t = median(per_call)
+            rows.append({"shape": label, "m": m, "k": k, "n": n, "dtype": dname, "impl": impl, "op": op,
+                         "seconds": t, "gflops": flop / t / 1e9,
+                         "repeat_gflops": [flop / s / 1e9 for s in per_call], "iters_per_repeat": iters})
     return {"openblas": {"path": blas.path, "threads": blas.threads, "config": blas.config},
             "torch_threads": torch.get_num_threads(), "rows": rows}
