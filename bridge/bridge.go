@@ -1,10 +1,11 @@
 // Package bridge is the op layer between the C ABI and the kernels: a table of named ops
-// and the executor that runs them (eagerly for now; lazy recording builds on the same table).
+// and the executor that runs them: eagerly, or recorded into lazy graphs (lazy.go).
 package bridge
 
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"hpusim/kernels"
 )
@@ -68,7 +69,7 @@ func Names() []string {
 	return out
 }
 
-// Execute validates a call and runs it.
+// Execute validates a call and runs it (eager) or records it into the current graph (lazy).
 func Execute(id int, c *Call) error {
 	mu.RLock()
 	if id < 0 || id >= len(ops) {
@@ -85,11 +86,27 @@ func Execute(id int, c *Call) error {
 			return fmt.Errorf("%s: tensor %d: %v", op.Name, i, err)
 		}
 	}
+	if lazyOn.Load() {
+		t0 := time.Now()
+		err := eng.record(op, c)
+		eng.noteRecord(time.Since(t0).Nanoseconds())
+		return err
+	}
+	return runKernel(op, c)
+}
+
+func runKernel(op *Op, c *Call) error {
 	if err := op.Run(c); err != nil {
 		return fmt.Errorf("%s: %v", op.Name, err)
 	}
 	return nil
 }
 
-// Synchronize waits for queued device work. Eager execution has none queued.
-func Synchronize(dev int) error { return nil }
+// Synchronize waits for queued device work. In lazy mode it is a step marker: the pending
+// graph is launched and waited for, and a failure of any earlier graph is raised here.
+func Synchronize(dev int) error {
+	if e := eng; e != nil {
+		return e.sync("synchronize")
+	}
+	return nil
+}

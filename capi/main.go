@@ -117,7 +117,8 @@ func hpusim_alloc(dev C.int, nbytes C.int64_t, out *unsafe.Pointer) (rc C.int) {
 //export hpusim_free
 func hpusim_free(p unsafe.Pointer) (rc C.int) {
 	defer guard(&rc)
-	if err := device.Free(p); err != nil {
+	// bridge.Free defers the free while a lazy graph still uses the memory.
+	if err := bridge.Free(p); err != nil {
 		return setErr(err)
 	}
 	return statusOK
@@ -293,5 +294,66 @@ func hpusim_run(op C.int, desc *C.int64_t, ndesc C.int, fl *C.double, nf C.int) 
 	if err := bridge.Execute(int(op), c); err != nil {
 		return setErr(err)
 	}
+	return statusOK
+}
+
+// Lazy mode (bridge/lazy.go).
+
+//export hpusim_lazy_enable
+func hpusim_lazy_enable() (rc C.int) {
+	defer guard(&rc)
+	bridge.EnableLazy()
+	return statusOK
+}
+
+// hpusim_lazy_step launches the pending graph (mark_step); wait != 0 also waits for it.
+// It reports the first failure of an earlier graph.
+//
+//export hpusim_lazy_step
+func hpusim_lazy_step(wait C.int, reason *C.char) (rc C.int) {
+	defer guard(&rc)
+	why := "mark_step"
+	if reason != nil {
+		why = C.GoString(reason)
+	}
+	if err := bridge.Step(wait != 0, why); err != nil {
+		return setErr(err)
+	}
+	return statusOK
+}
+
+// hpusim_lazy_graph_break launches the pending graph before a CPU fallback.
+//
+//export hpusim_lazy_graph_break
+func hpusim_lazy_graph_break() (rc C.int) {
+	defer guard(&rc)
+	if err := bridge.GraphBreak(); err != nil {
+		return setErr(err)
+	}
+	return statusOK
+}
+
+//export hpusim_lazy_pending
+func hpusim_lazy_pending() C.int { return C.int(bridge.PendingOps()) }
+
+// hpusim_lazy_stats writes the engine's counters as JSON; returns the length needed.
+//
+//export hpusim_lazy_stats
+func hpusim_lazy_stats(buf *C.char, n C.int) C.int {
+	s := bridge.StatsJSON()
+	if buf != nil && int(n) > len(s) {
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+		copy(dst, s)
+		dst[len(s)] = 0
+	}
+	return C.int(len(s))
+}
+
+// hpusim_lazy_quiesce runs all pending lazy work before host code touches device bytes.
+//
+//export hpusim_lazy_quiesce
+func hpusim_lazy_quiesce() (rc C.int) {
+	defer guard(&rc)
+	bridge.Quiesce()
 	return statusOK
 }

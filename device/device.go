@@ -10,6 +10,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,6 +81,9 @@ var (
 	// owner maps every live pointer to its device, so Free needs no device argument.
 	ownerMu sync.Mutex
 	owner   = map[uintptr]*Device{}
+	// bases is owner's keys in ascending order: Find resolves an interior pointer (a view)
+	// to its allocation by binary search.
+	bases []unsafe.Pointer
 )
 
 // ParseGeneration accepts GAUDI, GAUDI2, GAUDI3 (any case, also "gaudi1" and "1"/"2"/"3").
@@ -215,6 +219,10 @@ func (d *Device) Alloc(nbytes int64) (unsafe.Pointer, error) {
 	d.mu.Unlock()
 	ownerMu.Lock()
 	owner[uintptr(p)] = d
+	i := sort.Search(len(bases), func(i int) bool { return uintptr(bases[i]) >= uintptr(p) })
+	bases = append(bases, nil)
+	copy(bases[i+1:], bases[i:])
+	bases[i] = p
 	ownerMu.Unlock()
 	return p, nil
 }
@@ -227,6 +235,10 @@ func Free(p unsafe.Pointer) error {
 	ownerMu.Lock()
 	d, ok := owner[uintptr(p)]
 	delete(owner, uintptr(p))
+	if ok {
+		i := sort.Search(len(bases), func(i int) bool { return uintptr(bases[i]) >= uintptr(p) })
+		bases = append(bases[:i], bases[i+1:]...)
+	}
 	ownerMu.Unlock()
 	if !ok {
 		return fmt.Errorf("free of unknown device pointer %#x", uintptr(p))
@@ -257,6 +269,26 @@ func Owns(p uintptr, nbytes int64) bool {
 		}
 	}
 	return false
+}
+
+// Find resolves p to the live allocation containing it: its base and size. ok is false
+// for memory the device does not own (host memory).
+func Find(p uintptr) (base unsafe.Pointer, size int64, ok bool) {
+	ownerMu.Lock()
+	defer ownerMu.Unlock()
+	i := sort.Search(len(bases), func(i int) bool { return uintptr(bases[i]) > p })
+	if i == 0 {
+		return nil, 0, false
+	}
+	base = bases[i-1]
+	d := owner[uintptr(base)]
+	d.mu.Lock()
+	size = d.live[uintptr(base)]
+	d.mu.Unlock()
+	if p != uintptr(base) && p-uintptr(base) >= uintptr(size) {
+		return nil, 0, false
+	}
+	return base, size, true
 }
 
 // Stats returns a snapshot of the counters.

@@ -3,6 +3,7 @@ package device
 import (
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func newDev(limit int64) *Device {
@@ -71,5 +72,26 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := ParseGeneration("tpu"); err == nil {
 		t.Error("expected error")
+	}
+}
+
+func TestFindResolvesInteriorPointers(t *testing.T) {
+	d := newDev(1 << 20)
+	p, _ := d.Alloc(1000)
+	q, _ := d.Alloc(64)
+	defer Free(p)
+	defer Free(q)
+	for _, c := range []struct {
+		ptr  uintptr
+		base uintptr
+	}{{uintptr(p), uintptr(p)}, {uintptr(p) + 999, uintptr(p)}, {uintptr(q) + 8, uintptr(q)}, {uintptr(q), uintptr(q)}} {
+		b, n, ok := Find(c.ptr)
+		if !ok || uintptr(b) != c.base || (uintptr(b) == uintptr(p) && n != 1000) {
+			t.Fatalf("Find(%#x) = %#x %d %v", c.ptr, b, n, ok)
+		}
+	}
+	var host [8]byte
+	if _, _, ok := Find(uintptr(unsafe.Pointer(&host[0]))); ok {
+		t.Fatal("host memory resolved as device memory")
 	}
 }

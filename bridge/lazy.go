@@ -1,0 +1,430 @@
+package bridge
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"hpusim/device"
+	"hpusim/kernels"
+)
+
+// Lazy mode: Execute records each op into the current graph instead of running it. A
+// trigger (mark_step, a host read, synchronize, a CPU fallback, the op-count cap, exit)
+// launches the graph: its recipe is looked up in the cache or compiled, and a worker
+// goroutine runs launched graphs in order while the host records the next one.
+
+// storage is a device allocation referenced by lazy graphs.
+type storage struct {
+	ptr    unsafe.Pointer
+	base   uintptr
+	size   int64
+	refs   int   // graphs, pending or in flight, that use it
+	freed  bool  // released by the program: really freed once refs reaches 0
+	poison error // set when a failed graph should have written it
+}
+
+type launch struct {
+	g *graph
+	p *plan
+}
+
+type engine struct {
+	mu   sync.Mutex // guards cur, stos, err
+	cur  *graph
+	stos map[uintptr]*storage
+	err  error // first failure of a launched graph, raised at the next trigger
+
+	launchMu sync.Mutex // serialises launches so graphs run in launch order
+	seq      uint64
+	queue    chan launch
+
+	qmu      sync.Mutex
+	qcond    *sync.Cond
+	inflight int
+
+	maxOps   int
+	recorded atomic.Int64 // ops recorded since start
+	// recordNs is a ring of recent per-op recording costs (the host cost of lazy mode).
+	recordNs  [4096]atomic.Int64
+	recordPos atomic.Int64
+	breaks    atomic.Int64 // graph breaks before CPU fallbacks
+}
+
+var (
+	lazyOn atomic.Bool
+	eng    *engine
+	engMu  sync.Mutex
+)
+
+// EnableLazy switches the executor to recording (once, at import, as PT_HPU_LAZY_MODE is
+// read once) and starts the worker.
+func EnableLazy() {
+	engMu.Lock()
+	defer engMu.Unlock()
+	if eng != nil {
+		return
+	}
+	e := &engine{cur: newGraph(), stos: map[uintptr]*storage{}, queue: make(chan launch, 64),
+		maxOps: envInt("PT_HPU_MAX_COMPOUND_OP_SIZE", 0)}
+	e.qcond = sync.NewCond(&e.qmu)
+	go e.worker()
+	eng = e
+	lazyOn.Store(true)
+	logf(levelInfo, "lazy mode enabled (max compound op size %d)", e.maxOps)
+}
+
+// noteRecord keeps the cost of one record call for RecordCostMedian.
+func (e *engine) noteRecord(ns int64) {
+	i := e.recordPos.Add(1) - 1
+	e.recordNs[i%int64(len(e.recordNs))].Store(ns)
+}
+
+// RecordCostMedian is the median host cost in nanoseconds of recording one op, over the
+// most recent calls (0 before any).
+func RecordCostMedian() int64 {
+	e := eng
+	if e == nil {
+		return 0
+	}
+	n := min(e.recordPos.Load(), int64(len(e.recordNs)))
+	v := make([]int64, n)
+	for i := range v {
+		v[i] = e.recordNs[i].Load()
+	}
+	sort.Slice(v, func(a, b int) bool { return v[a] < v[b] })
+	if n == 0 {
+		return 0
+	}
+	return v[n/2]
+}
+
+// Lazy reports whether ops are recorded.
+func Lazy() bool { return lazyOn.Load() }
+
+func envInt(name string, def int) int {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 0, 64)
+	if err != nil || n <= 0 || n > 1<<31 {
+		return def
+	}
+	return int(n)
+}
+
+// record appends op to the current graph, or, when the call touches host memory other than
+// an H2D copy source, flushes, waits and runs it eagerly (a host read is a trigger).
+func (e *engine) record(op *Op, c *Call) error {
+	eff := effectsOf(op, len(c.T))
+	n := node{op: op, eff: eff, args: make([]operand, len(c.T))}
+	// Copy every descriptor: the caller may reuse its buffers after we return.
+	words := 0
+	for _, t := range c.T {
+		words += 2 * len(t.Sizes)
+	}
+	buf := make([]int64, 0, words+len(c.I))
+	e.mu.Lock()
+	g := e.cur
+	// First resolve every operand to a storage without touching the graph: a call that
+	// touches host memory is not recorded at all.
+	stos := make([]*storage, len(c.T))
+	host := false
+	for i, t := range c.T {
+		sz := len(t.Sizes)
+		buf = append(buf, t.Sizes...)
+		buf = append(buf, t.Strides...)
+		t.Sizes = buf[len(buf)-2*sz : len(buf)-sz : len(buf)-sz]
+		t.Strides = buf[len(buf)-sz : len(buf) : len(buf)]
+		n.args[i] = operand{t: t, sto: noStorage}
+		if t.Numel() == 0 {
+			continue
+		}
+		p := uintptr(t.Ptr)
+		st := e.stos[p]
+		if st == nil {
+			base, size, ok := device.Find(p)
+			if !ok {
+				// Host memory the op only reads (an H2D copy source, a wrapped scalar) is
+				// captured now; host memory it writes is a host read of device data.
+				if eff.writesOp(i) {
+					host = true
+				} else {
+					n.args[i].sto = hostSnap
+				}
+				continue
+			}
+			if st = e.stos[uintptr(base)]; st == nil {
+				st = &storage{ptr: base, base: uintptr(base), size: size}
+				e.stos[uintptr(base)] = st
+			}
+		}
+		if st.poison != nil {
+			e.mu.Unlock()
+			return poisonError(st)
+		}
+		stos[i] = st
+		n.args[i].off = int64(p - st.base)
+	}
+	if host {
+		e.mu.Unlock()
+		return e.runHostCall(op, c)
+	}
+	for i, st := range stos {
+		if st == nil {
+			continue
+		}
+		ord, ok := g.ord[st.base]
+		if !ok {
+			ord = int32(len(g.stos))
+			g.ord[st.base] = ord
+			g.stos = append(g.stos, st)
+			st.refs++
+		}
+		n.args[i].sto = ord
+	}
+	if len(c.I) > 0 {
+		n.ints = append(buf[len(buf):len(buf)], c.I...)
+	}
+	if len(c.F) > 0 {
+		n.fl = append([]float64(nil), c.F...)
+	}
+	for i, a := range n.args {
+		if a.sto == hostSnap {
+			b, ptr := snapshot(a.t)
+			n.snap = append(n.snap, b)
+			n.args[i].t.Ptr = ptr
+		}
+	}
+	g.nodes = append(g.nodes, n)
+	full := e.maxOps > 0 && len(g.nodes) >= e.maxOps
+	e.mu.Unlock()
+	e.recorded.Add(1)
+	if full {
+		return e.launchCurrent("max compound op size")
+	}
+	return nil
+}
+
+// snapshot copies the host bytes a strided view can touch, so the program may reuse its
+// host buffer before the graph runs; it returns the copy and the view's new data pointer.
+func snapshot(t kernels.Tensor) ([]byte, unsafe.Pointer) {
+	a := operand{t: t}
+	lo, hi := a.extent()
+	b := make([]byte, hi-lo)
+	copy(b, unsafe.Slice((*byte)(unsafe.Add(t.Ptr, lo)), hi-lo))
+	return b, unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), -lo)
+}
+
+// runHostCall runs a call touching host memory: everything recorded before it must have
+// run first (a host read is a trigger), and it must not read what a failed graph poisoned.
+func (e *engine) runHostCall(op *Op, c *Call) error {
+	if err := e.sync("host read (" + op.Name + ")"); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	for _, t := range c.T {
+		if t.Numel() == 0 {
+			continue
+		}
+		if base, _, ok := device.Find(uintptr(t.Ptr)); ok {
+			if st := e.stos[uintptr(base)]; st != nil && st.poison != nil {
+				e.mu.Unlock()
+				return poisonError(st)
+			}
+		}
+	}
+	e.mu.Unlock()
+	return runKernel(op, c)
+}
+
+func poisonError(st *storage) error {
+	return fmt.Errorf("this hpu tensor holds no valid data: %v", st.poison)
+}
+
+// launchCurrent closes the current graph and queues it; compilation (or a cache hit)
+// happens here on the host, execution on the worker.
+func (e *engine) launchCurrent(reason string) error {
+	e.launchMu.Lock()
+	defer e.launchMu.Unlock()
+	e.mu.Lock()
+	g := e.cur
+	if len(g.nodes) == 0 {
+		e.mu.Unlock()
+		return nil
+	}
+	e.cur = newGraph()
+	g.dead = make([]bool, len(g.stos))
+	for i, s := range g.stos {
+		g.dead[i] = s.freed
+	}
+	e.seq++
+	g.seq = e.seq
+	g.reason = reason
+	e.mu.Unlock()
+	p, err := cache.get(g)
+	if err != nil {
+		e.fail(g, 0, err)
+		e.release(g)
+		return nil
+	}
+	e.qmu.Lock()
+	e.inflight++
+	e.qmu.Unlock()
+	e.queue <- launch{g, p}
+	return nil
+}
+
+// sync launches pending work, waits for the worker, and returns (and clears) the first
+// error of a failed graph.
+func (e *engine) sync(reason string) error {
+	if err := e.launchCurrent(reason); err != nil {
+		return err
+	}
+	e.qmu.Lock()
+	for e.inflight > 0 {
+		e.qcond.Wait()
+	}
+	e.qmu.Unlock()
+	return e.takeErr()
+}
+
+func (e *engine) takeErr() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err := e.err
+	e.err = nil
+	return err
+}
+
+func (e *engine) worker() {
+	for l := range e.queue {
+		e.execute(l.g, l.p)
+		e.release(l.g)
+		e.qmu.Lock()
+		e.inflight--
+		e.qcond.Broadcast()
+		e.qmu.Unlock()
+	}
+}
+
+// fail records a graph failure at node index `from` (program order): the error names the
+// op, and every storage the unexecuted rest of the graph would have written is poisoned.
+func (e *engine) fail(g *graph, from int, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err == nil {
+		e.err = err
+	}
+	for _, n := range g.nodes[from:] {
+		for _, w := range n.eff.writes {
+			if w < len(n.args) && n.args[w].sto >= 0 {
+				if st := g.stos[n.args[w].sto]; st.poison == nil {
+					st.poison = err
+				}
+			}
+		}
+	}
+	logf(levelError, "%v", err)
+}
+
+// release drops the graph's references; storages the program freed meanwhile are freed now.
+func (e *engine) release(g *graph) {
+	var free []unsafe.Pointer
+	e.mu.Lock()
+	for _, s := range g.stos {
+		s.refs--
+		if s.refs > 0 {
+			continue
+		}
+		if s.freed {
+			free = append(free, s.ptr)
+			delete(e.stos, s.base)
+		} else if s.poison == nil {
+			delete(e.stos, s.base)
+		}
+	}
+	e.mu.Unlock()
+	for _, p := range free {
+		device.Free(p)
+	}
+}
+
+// Free releases device memory, deferring it while a pending or running graph uses it.
+func Free(p unsafe.Pointer) error {
+	if e := eng; e != nil && p != nil {
+		e.mu.Lock()
+		if st := e.stos[uintptr(p)]; st != nil {
+			if st.refs > 0 {
+				st.freed = true
+				e.mu.Unlock()
+				return nil
+			}
+			delete(e.stos, uintptr(p))
+		}
+		e.mu.Unlock()
+	}
+	return device.Free(p)
+}
+
+// Step is mark_step: launch the pending graph; with wait, also wait for it to finish.
+// It reports the first failure of an earlier graph.
+func Step(wait bool, reason string) error {
+	e := eng
+	if e == nil {
+		return nil
+	}
+	if wait {
+		return e.sync(reason)
+	}
+	if err := e.launchCurrent(reason); err != nil {
+		return err
+	}
+	return e.takeErr()
+}
+
+// GraphBreak launches the pending graph before a CPU fallback and counts the break.
+func GraphBreak() error {
+	e := eng
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	pending := len(e.cur.nodes) > 0
+	e.mu.Unlock()
+	if pending {
+		e.breaks.Add(1)
+	}
+	return e.launchCurrent("cpu fallback")
+}
+
+// PendingOps is the number of ops recorded into the current graph.
+func PendingOps() int {
+	e := eng
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.cur.nodes)
+}
+
+// Quiesce launches pending work and waits for it without consuming a failure (that stays
+// for the next trigger): for host code that touches device bytes directly (the glue's
+// resize_ copying old contents into a larger allocation).
+func Quiesce() {
+	if e := eng; e != nil {
+		e.launchCurrent("host access")
+		e.qmu.Lock()
+		for e.inflight > 0 {
+			e.qcond.Wait()
+		}
+		e.qmu.Unlock()
+	}
+}

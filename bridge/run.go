@@ -1,0 +1,98 @@
+package bridge
+
+import (
+	"fmt"
+
+	"hpusim/kernels"
+)
+
+// Running a launched graph on the worker: the plan's steps in order, each over the
+// graph's own operands (its addresses and scalars), stopping at the first failure.
+
+func (e *engine) execute(g *graph, p *plan) {
+	poisoned := e.poisonedIn(g)
+	for _, st := range p.steps {
+		nodes := []int{st.node}
+		if st.group != nil {
+			nodes = st.group.nodes
+		}
+		if poisoned != nil {
+			for _, ni := range nodes {
+				for _, a := range g.nodes[ni].args {
+					if a.sto >= 0 && poisoned[a.sto] != nil {
+						e.fail(g, nodes[0], fmt.Errorf("lazy graph #%d: op %s uses a tensor that holds no valid data: %v",
+							g.seq, g.nodes[ni].op.Name, poisoned[a.sto]))
+						return
+					}
+				}
+			}
+		}
+		var failed int
+		var err error
+		if st.group == nil {
+			failed, err = st.node, runNode(&g.nodes[st.node])
+		} else {
+			failed, err = runGroup(g, st.group)
+		}
+		if err != nil {
+			e.fail(g, nodes[0], fmt.Errorf("lazy graph #%d failed in op %s: %v", g.seq, g.nodes[failed].op.Name, err))
+			return
+		}
+	}
+}
+
+// poisonedIn returns the graph's storages that a failed graph poisoned (nil when none).
+func (e *engine) poisonedIn(g *graph) map[int32]error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var m map[int32]error
+	for i, s := range g.stos {
+		if s.poison != nil {
+			if m == nil {
+				m = map[int32]error{}
+			}
+			m[int32(i)] = s.poison
+		}
+	}
+	return m
+}
+
+// recovered turns a kernel panic into an error: a failed graph must not kill the worker.
+func recovered(err *error) {
+	if r := recover(); r != nil {
+		if kp, ok := r.(kernels.KernelPanic); ok {
+			*err = kp
+		} else {
+			*err = fmt.Errorf("kernel panic: %v", r)
+		}
+	}
+}
+
+func runNode(n *node) (err error) {
+	defer recovered(&err)
+	c := Call{T: make([]kernels.Tensor, len(n.args)), I: n.ints, F: n.fl}
+	for i, a := range n.args {
+		c.T[i] = a.t
+	}
+	return n.op.Run(&c)
+}
+
+func runGroup(g *graph, fg *fusedGroup) (failed int, err error) {
+	failed = fg.nodes[0]
+	defer recovered(&err)
+	ops := make([]kernels.FusedOperand, len(fg.reps))
+	for k, r := range fg.reps {
+		ops[k] = kernels.FusedOperand{T: g.nodes[r[0]].args[r[1]].t, Virtual: fg.virtual[k]}
+	}
+	steps := make([]kernels.FusedStep, len(fg.steps))
+	for k, s := range fg.steps {
+		n := &g.nodes[fg.nodes[k]]
+		steps[k] = kernels.FusedStep{Op: s.op, CDT: kernels.DType(n.ints[0]), Out: s.out, Ins: s.ins, P: n.fl}
+	}
+	sizes := g.nodes[fg.nodes[0]].args[0].t.Sizes
+	k, err := kernels.FusedElementwise(sizes, ops, steps)
+	if err != nil && k >= 0 {
+		failed = fg.nodes[k]
+	}
+	return failed, err
+}
