@@ -49,8 +49,10 @@ test-go:
 	test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
 	go test ./...
 
+# The second pass runs the OpInfo suite, the lazy tests and the reference models in lazy mode.
 test-py:
 	$(PY) -m pytest -q -n $(JOBS) tests
+	PT_HPU_LAZY_MODE=1 $(PY) -m pytest -q -n $(JOBS) tests/test_opinfo.py tests/test_lazy.py tests/test_lazy_models.py
 
 # Benchmarks (not a test): training-step throughput per mode and GEMM against OpenBLAS;
 # prints the tables and writes bench/results.json. E.g. `make bench BENCH_ARGS=--quick`.

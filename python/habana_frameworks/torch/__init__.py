@@ -5,7 +5,7 @@ the HPU op dispatch, and registers `torch.hpu`.
 """
 from __future__ import annotations
 
-import logging
+import atexit
 import os
 
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
@@ -27,10 +27,6 @@ from .utils import internal as _internal  # noqa: E402
 
 __version__ = "1.21.0.1"
 
-if _internal.lazy_requested() and not _internal.is_lazy():
-    logging.getLogger(__name__).warning(
-        "PT_HPU_LAZY_MODE=1 was requested, but this hpusim build executes eagerly; "
-        "mark_step() is a no-op. (warning logged once)")
 
 
 def _probe_autograd_accelerator() -> None:
@@ -57,3 +53,11 @@ def _probe_autograd_accelerator() -> None:
 
 
 _probe_autograd_accelerator()
+
+# Recording starts after the import-time probe, so a fresh process shows no graphs.
+if _internal.is_lazy():
+    from . import _lazy
+    from .core import step_closure as _step_closure
+
+    _lazy.enable()
+    atexit.register(_step_closure.flush_at_exit)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from .. import _lazy
 from ..utils import hl_logger
 
 _lock = threading.Lock()
@@ -273,6 +274,7 @@ def _wrap_number(v) -> torch.Tensor:
 
 
 def run_on_cpu(op, args, kwargs):
+    _lazy.graph_break()  # lazy mode: the pending graph runs before the host takes over
     bound = _bind(op, args, kwargs)
     _record(op, bound)
     device = _first_hpu_device(bound)

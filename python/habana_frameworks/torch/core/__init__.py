@@ -28,7 +28,7 @@ def mark_step(device_str: str = "", sync: bool = False):
 
 @lazy_only
 def iter_mark_step():
-    step_closure.mark_step()
+    step_closure.iter_mark_step()
 
 
 def _wrap_manual_seed() -> None:

@@ -29,6 +29,7 @@ int hpusim_free(void* p);
 int hpusim_last_error(char* buf, int n);
 int hpusim_check_dtype(int dtype);
 int hpusim_synchronize(int dev);
+int hpusim_lazy_quiesce(void);
 }
 
 namespace hpusim_glue {
@@ -118,6 +119,7 @@ struct HPUAllocator final : public c10::Allocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_hpu; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
+    hpusim_lazy_quiesce();  // lazy mode: the source's pending writes must have run
     std::memcpy(dest, src, count);  // device memory is host memory in the emulator
   }
 };
@@ -194,6 +196,13 @@ at::Tensor empty_strided_hpu(at::IntArrayRef size, at::IntArrayRef stride,
 const at::Tensor& resize_hpu_(const at::Tensor& self, at::IntArrayRef size,
                               std::optional<at::MemoryFormat> memory_format) {
   DeviceScope scope(self.device());
+  // Growing a storage copies its old bytes on the host; in lazy mode they may not have been
+  // produced yet, so pending graphs run first (a no-op in eager mode).
+  size_t old_bytes = self.storage().nbytes();
+  if (old_bytes > 0 &&
+      at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(), self.storage_offset()) > old_bytes) {
+    hpusim_lazy_quiesce();
+  }
   return at::native::resize_(self, size, memory_format);
 }
 

@@ -16,11 +16,9 @@ def lazy_requested() -> bool:
     return _LAZY_REQUESTED
 
 
-@functools.lru_cache(None)
 def is_lazy() -> bool:
-    """Whether ops are accumulated into graphs. Lazy execution has not landed in hpusim
-    yet, so a lazy request runs eagerly (with a one-time warning at import)."""
-    return False
+    """Whether ops are accumulated into graphs (PT_HPU_LAZY_MODE=1 at import)."""
+    return _LAZY_REQUESTED
 
 
 def lazy_only(func):

@@ -1,7 +1,8 @@
 """The bridge's metrics API: global and local-context metrics, and dumps to file.
 
-Metric values are read from hpusim's counters; a local-context metric reports the change
-since it was started. stats() is a list of (tag, value) tuples, as clients expect.
+Metric values are read from hpusim's counters (graph_compilation and recipe_cache from the
+Go lazy engine, which compiles only non-eager graphs); a local-context metric reports the
+change since it was started. stats() is a list of (tag, value) tuples, as clients expect.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 import os
 from typing import Any, Callable
 
+from ... import _lazy
 from ..._ops import fallback
 
 
@@ -44,17 +46,19 @@ def _cpu_fallback_raw() -> dict[str, Any]:
     return {"TotalNumber": fallback.total(), "FallbackOps": fallback.counts()}
 
 
-def _zero_graph_compilation() -> dict[str, Any]:
-    # Eager execution compiles no graphs; lazy mode will feed this.
-    return {"TotalNumber": 0, "TotalTime": 0}
+def _graph_compilation_raw() -> dict[str, Any]:
+    s = _lazy.stats()
+    return {"TotalNumber": s["compilations"], "TotalTime": s["compile_time_us"]}
 
 
 def _zero_defrag() -> dict[str, Any]:
     return {"TotalNumber": 0, "TotalSuccessful": 0, "AvgTime": 0.0, "MaxTime": 0.0}
 
 
-def _zero_recipe_cache() -> dict[str, Any]:
-    return {"TotalHit": 0, "RecipeHit": {}, "TotalMiss": 0, "RecipeMiss": {}}
+def _recipe_cache_raw() -> dict[str, Any]:
+    s = _lazy.stats()
+    return {"TotalHit": s["total_hit"], "RecipeHit": dict(s["recipe_hit"]),
+            "TotalMiss": s["total_miss"], "RecipeMiss": dict(s["recipe_miss"])}
 
 
 def _cache_metrics_enabled() -> bool:
@@ -62,12 +66,12 @@ def _cache_metrics_enabled() -> bool:
 
 
 _SOURCES: dict[str, Callable[[], dict[str, Any]]] = {
-    "graph_compilation": _zero_graph_compilation,
+    "graph_compilation": _graph_compilation_raw,
     "cpu_fallback": _cpu_fallback_raw,
     "memory_defragmentation": _zero_defrag,
 }
 if _cache_metrics_enabled():  # registered only when asked for at import, as in the bridge
-    _SOURCES["recipe_cache"] = _zero_recipe_cache
+    _SOURCES["recipe_cache"] = _recipe_cache_raw
 
 
 def _diff(now: Any, base: Any) -> Any:
@@ -228,4 +232,31 @@ def dump_if_configured(trigger: str) -> None:
         f.write(_render(fmt, trigger))
 
 
-atexit.register(dump_if_configured, MetricDumpTrigger.process_exit.value)
+_last_seen: dict[str, Any] | None = None
+
+
+def _snapshot() -> dict[str, Any]:
+    return {name: src() for name, src in _SOURCES.items()}
+
+
+def dump_on_change() -> None:
+    """The metric_change trigger: dump when any metric moved since the last check (checked
+    at step markers and at exit, where graphs are compiled and fallbacks counted)."""
+    global _last_seen
+    path = _env("PT_HPU_METRICS_FILE", "HABANA_PT_METRICS_FILE")
+    if not path or MetricDumpTrigger.metric_change.value not in _triggers():
+        return
+    now = _snapshot()
+    if _last_seen is None:
+        _last_seen = {name: _zero_like(v) for name, v in now.items()}
+    if now != _last_seen:
+        _last_seen = now
+        dump_if_configured(MetricDumpTrigger.metric_change.value)
+
+
+def _at_exit() -> None:
+    dump_on_change()
+    dump_if_configured(MetricDumpTrigger.process_exit.value)
+
+
+atexit.register(_at_exit)
