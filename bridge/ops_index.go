@@ -36,8 +36,8 @@ func indexSpec(ints []int64, ts []kernels.Tensor) (kernels.IndexSpec, int, error
 //	nonzero_count T (count: int64 0-D, self)
 //	nonzero       T (out [n, ndim] int64, self)
 //	tri           T (out, input)                         I (k, upper)
-//	sort          T (values, indices, self)              I (dim, descending)
-//	topk          T (values, indices, self)              I (dim, k, largest)
+//	sort          T (values, indices, self)              I (dim, descending[, stable])
+//	topk          T (values, indices, self)              I (dim, k, largest[, sorted])
 //	arange        T (out)                                I (is_int, int_start, int_step) F (start, step)
 //	linspace      T (out)                                F (start, end)
 func init() {
@@ -98,13 +98,17 @@ func init() {
 		if err := needInts(c, 2); err != nil {
 			return err
 		}
-		return kernels.Sort(c.T[0], c.T[1], c.T[2], int(c.I[0]), c.I[1] != 0)
+		if len(c.I) > 2 && c.I[2] != 0 {
+			return kernels.Sort(c.T[0], c.T[1], c.T[2], int(c.I[0]), c.I[1] != 0)
+		}
+		return kernels.SortUnstable(c.T[0], c.T[1], c.T[2], int(c.I[0]), c.I[1] != 0)
 	})
 	Register("topk", 3, func(c *Call) error {
 		if err := needInts(c, 3); err != nil {
 			return err
 		}
-		return kernels.TopK(c.T[0], c.T[1], c.T[2], int(c.I[0]), c.I[1], c.I[2] != 0)
+		sorted := len(c.I) <= 3 || c.I[3] != 0
+		return kernels.TopK(c.T[0], c.T[1], c.T[2], int(c.I[0]), c.I[1], c.I[2] != 0, sorted)
 	})
 	Register("arange", 1, func(c *Call) error {
 		if err := needInts(c, 3); err != nil {

@@ -65,17 +65,6 @@ XFAIL: dict[tuple[str, str, str | None], str] = {
 }
 
 
-# Native sort/topk (index_ops.py, kernels/sort.go) order ties stably; CPU's unstable sort
-# and topk order ties as libstdc++'s introsort / nth_element leave them. Values are equal
-# and the indices select them; the index order (and grads scattered by it) of tied
-# elements differs.
-_TIES = ("native {} (index_ops.py) orders tied values stably; CPU's unstable kernel leaves "
-         "libstdc++ introsort order: same values, other indices for ties")
-for _k in (("sort", "bfloat16"), ("sort", "bool"), ("argsort", "bfloat16"), ("argsort", "bool"),
-           ("msort", "bfloat16"), ("topk", "int64")):
-    XFAIL[(_k[0], "", _k[1])] = _TIES.format(_k[0])
-
-
 def _is_random(op) -> bool:
     return any(w in op.name for w in RANDOM_WORDS)
 

@@ -472,7 +472,8 @@ def _sort(self, stable, dim, descending, values=None, indices=None):
     v = torch.empty(mv.shape, dtype=mv.dtype, device=self.device)
     i = torch.empty(mi.shape, dtype=torch.int64, device=self.device)
     if v.numel():
-        _native.run("sort", [v, i, self], (_wrap_dim(dim, self.dim()), int(bool(descending))))
+        # stable=None is unstable, as aten's stable.value_or(false)
+        _native.run("sort", [v, i, self], (_wrap_dim(dim, self.dim()), int(bool(descending)), int(bool(stable))))
     if values is not None:
         return _into(values, v), _into(indices, i)
     return v, i
@@ -495,7 +496,7 @@ def _topk(self, k, dim=-1, largest=True, sorted=True, values=None, indices=None)
     v = torch.empty(mv.shape, dtype=mv.dtype, device=self.device)
     i = torch.empty(mi.shape, dtype=torch.int64, device=self.device)
     if v.numel():
-        _native.run("topk", [v, i, self], (_wrap_dim(dim, self.dim()), int(k), int(bool(largest))))
+        _native.run("topk", [v, i, self], (_wrap_dim(dim, self.dim()), int(k), int(bool(largest)), int(bool(sorted))))
     if values is not None:
         return _into(values, v), _into(indices, i)
     return v, i
