@@ -49,14 +49,13 @@ class Mode:
 MODES: dict[str, Mode] = {
     "cpu": Mode("cpu", {}, description="PyTorch CPU eager (the baseline)"),
     "hpu": Mode("hpu", {"PT_HPU_LAZY_MODE": "0"}, description="hpu eager"),
-    # Not run by default until those modes are real; `--modes cpu,hpu,hpu_lazy` runs them.
-    "hpu_lazy": Mode("hpu", {"PT_HPU_LAZY_MODE": "1"}, default=False, description="hpu lazy (mark_step graphs)"),
+    "hpu_lazy": Mode("hpu", {"PT_HPU_LAZY_MODE": "1"}, description="hpu lazy (mark_step graphs)"),
     "hpu_bf16": Mode("hpu", {"PT_HPU_LAZY_MODE": "0"}, ("--autocast", "bfloat16"),
                      description="hpu eager, torch.autocast bfloat16"),
     "cpu_bf16": Mode("cpu", {}, ("--autocast", "bfloat16"), description="PyTorch CPU eager, torch.autocast bfloat16"),
 }
 # Extra training ratios (numerator mode, denominator mode), reported when both ran.
-COMPARISONS = (("hpu_bf16", "hpu"), ("hpu_bf16", "cpu_bf16"))
+COMPARISONS = (("hpu_bf16", "hpu"), ("hpu_bf16", "cpu_bf16"), ("hpu_lazy", "hpu"))
 GEMM_MODE = "hpu"  # the environment the GEMM worker runs in
 TARGETS = {"gemm_fp32_hpu_over_openblas": 0.9, "gemm_bf16_over_fp32_hpu": 0.8}
 
@@ -78,6 +77,8 @@ def worker_main(args: argparse.Namespace) -> None:
 
         dtype = getattr(torch, args.autocast) if args.autocast else None
         result: dict[str, Any] = {"training": bench_training.run(args.models.split(","), args.device, dtype, args.quick)}
+        if args.device == "hpu" and os.environ.get("PT_HPU_LAZY_MODE") == "1":
+            result["lazy_record"] = lazy_record_cost()
     else:
         import bench_gemm
 
@@ -86,6 +87,28 @@ def worker_main(args: argparse.Namespace) -> None:
                         "pid": os.getpid(), "torch_threads": torch.get_num_threads()}
     with open(args.worker_out, "w") as f:
         json.dump(result, f)
+
+
+def lazy_record_cost(rounds: int = 50, ops: int = 100) -> dict[str, float]:
+    """Median host cost of recording one op in lazy mode: end to end from Python (dispatch,
+    lowering, C ABI, recording) per batch of small in-place adds, and inside Go alone."""
+    import torch
+
+    import habana_frameworks.torch.core as htcore
+    from habana_frameworks.torch import _lazy
+    from bench_common import median
+
+    x, y = torch.ones(64, device="hpu"), torch.ones(64, device="hpu")
+    htcore.mark_step(sync=True)
+    per_op = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(ops):
+            x.add_(y)
+        per_op.append((time.perf_counter() - t0) / ops * 1e6)
+        htcore.mark_step()
+    htcore.mark_step(sync=True)
+    return {"python_us_per_op": median(per_op), "go_us_per_op": _lazy.stats()["record_ns_median"] / 1e3}
 
 
 # ---- parent ----------------------------------------------------------------------------------
@@ -202,6 +225,11 @@ def format_tables(results: dict[str, Any]) -> str:
                 if r.get("fallbacks"):
                     out.append(f"  {m}/{model} fell back to the CPU: {r['fallbacks']}")
         out.append("")
+    rec = results.get("lazy_record")
+    if rec:
+        out.append(f"Lazy recording, median host cost per op: {rec['python_us_per_op']:.1f} us end to end "
+                   f"from Python, {rec['go_us_per_op']:.2f} us inside Go (target <= 15 us)")
+        out.append("")
     gemm = results.get("gemm", {})
     if "rows" in gemm:
         out.append(f"GEMM, GFLOP/s (OpenBLAS direct: {gemm['openblas']['path']}, {gemm['openblas']['threads']} "
@@ -283,6 +311,8 @@ def main() -> int:
             r = spawn("training", m, args)
             results["training"][m] = r.get("training", r)
             failed |= "error" in r
+            if "lazy_record" in r:
+                results["lazy_record"] = r["lazy_record"]
     if not args.skip_gemm:
         r = spawn("gemm", GEMM_MODE, args)
         results["gemm"] = r.get("gemm", r)
