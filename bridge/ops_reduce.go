@@ -30,6 +30,8 @@ func init() {
 		}
 		return kernels.ArgReduce(c.I[0] != 0, vals, c.T[1], c.T[2])
 	})
+	// red.isum: T = [out [M] (integer), in [M,N] (integer or bool)]: exact int64 row sums.
+	Register("red.isum", 2, func(c *Call) error { return kernels.SumInt(c.T[0], c.T[1]) })
 	// red.sum: T = [out (the input's rank, size 1 on reduced dims), in];
 	// I = [mean, torch's thread count, reduced flag per input dim...].
 	Register("red.sum", 2, func(c *Call) error {

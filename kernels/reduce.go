@@ -362,6 +362,12 @@ func ArgReduce(isMin bool, vals, idx, in Tensor) error {
 	if N == 0 {
 		return fmt.Errorf("argreduce: cannot reduce over an empty dimension")
 	}
+	if !in.DType.IsFloat() {
+		if err := checkIntArg(in, vals); err != nil {
+			return err
+		}
+		return argReduceInt(isMin, vals, idx, in)
+	}
 	ParallelFor(M, N, func(lo, hi int64) {
 		r := newRowLoader(in)
 		for m := lo; m < hi; m++ {

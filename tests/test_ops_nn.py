@@ -344,3 +344,103 @@ def test_transformer_layer_eval(fallback_counter):
     for a, b in zip(run("hpu"), run("cpu")):
         torch.testing.assert_close(a.cpu(), b, atol=1e-5, rtol=1e-4)
     no_fallback(fallback_counter)
+
+
+# ----------------------------------------------------------------------------- losses
+# Forward and backward of the elementwise losses run natively (no CPU fallback at all) and
+# equal torch's CPU: float32 to a few ulps, bfloat16 to its rounding.
+
+_LOSS_TOL = {torch.float32: dict(rtol=1e-6, atol=1e-7), torch.bfloat16: dict(rtol=1.6e-2, atol=1e-5)}
+
+
+def _loss_pair(fn, ins, dtype, ngrad=2):
+    """fn on cpu and on hpu: (cpu out, hpu out, cpu grads, hpu grads); grads of ins[:ngrad]."""
+    cs = [t.to(dtype).detach().requires_grad_(i < ngrad) if t is not None else None for i, t in enumerate(ins)]
+    hs = [hpu(t.to(dtype)).detach().requires_grad_(i < ngrad) if t is not None else None
+          for i, t in enumerate(ins)]
+    yc, yh = fn(*cs), fn(*hs)
+    gout = rnd(*yc.shape, seed=3).to(dtype)
+    grads_c = torch.autograd.grad(yc, [t for t in cs if t is not None and t.requires_grad], gout)
+    grads_h = torch.autograd.grad(yh, [t for t in hs if t is not None and t.requires_grad], hpu(gout))
+    return yc, yh, grads_c, grads_h
+
+
+def _check_loss(fallback_counter, fn, ins, dtype):
+    yc, yh, gc, gh = _loss_pair(fn, ins, dtype)
+    assert fallback_counter() == {}, f"fell back to CPU: {fallback_counter()}"
+    torch.testing.assert_close(yh.cpu(), yc.detach(), **_LOSS_TOL[dtype])
+    for a, b in zip(gh, gc):
+        torch.testing.assert_close(a.cpu(), b, **_LOSS_TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_l1_smooth_l1_huber(fallback_counter, dtype, reduction):
+    x, y = rnd(6, 7), rnd(6, 7, seed=1)
+    x[0, :3] = y[0, :3]  # zero differences: sgn(0) = 0, the smooth_l1/huber branch points
+    _check_loss(fallback_counter, lambda a, b: F.l1_loss(a, b, reduction=reduction), [x, y], dtype)
+    for beta in (0.5, 1.0, 0.0):
+        _check_loss(fallback_counter, lambda a, b: F.smooth_l1_loss(a, b, reduction=reduction, beta=beta),
+                    [x, y], dtype)
+    for delta in (0.3, 1.0, 2.5):
+        _check_loss(fallback_counter, lambda a, b: F.huber_loss(a, b, reduction=reduction, delta=delta),
+                    [x, y], dtype)
+
+
+def test_huber_bf16_rounds_each_step(fallback_counter):
+    # torch computes bfloat16 huber in bfloat16 vectors (every step rounds): bit-equal here
+    x, y = rnd(64, 33, dtype=torch.bfloat16), rnd(64, 33, dtype=torch.bfloat16, seed=5)
+    out = F.huber_loss(hpu(x), hpu(y), reduction="none", delta=0.7).cpu()
+    assert torch.equal(out, F.huber_loss(x, y, reduction="none", delta=0.7))
+    assert fallback_counter() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_binary_cross_entropy(fallback_counter, dtype, reduction, weighted):
+    g = torch.Generator().manual_seed(11)
+    p, t = torch.rand(5, 8, generator=g), torch.rand(5, 8, generator=g)
+    p[0, 0], p[0, 1], t[1, 0] = 0.0, 1.0, 1.0  # log(0) clamped at -100, eps in the backward
+    w = torch.rand(8, generator=g) if weighted else None
+    _check_loss(fallback_counter,
+                lambda a, b, *ww: F.binary_cross_entropy(a, b, weight=ww[0] if ww else None, reduction=reduction),
+                [p, t] + ([w] if weighted else []), dtype)
+
+
+def test_binary_cross_entropy_range_error():
+    with pytest.raises(RuntimeError, match="between 0 and 1"):
+        F.binary_cross_entropy(hpu(torch.tensor([0.5, 1.5])), hpu(torch.tensor([0.0, 1.0])))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weights", ["none", "weight", "pos_weight", "both"])
+def test_binary_cross_entropy_with_logits(fallback_counter, dtype, reduction, weights):
+    g = torch.Generator().manual_seed(12)
+    x, t = torch.randn(6, 5, generator=g) * 4, torch.rand(6, 5, generator=g)
+    w = torch.rand(5, generator=g) if weights in ("weight", "both") else None
+    pw = torch.rand(5, generator=g) * 3 if weights in ("pos_weight", "both") else None
+
+    def fn(a, b, *rest):
+        it = iter(rest)
+        ww = next(it) if w is not None else None
+        pp = next(it) if pw is not None else None
+        return F.binary_cross_entropy_with_logits(a, b, weight=ww, pos_weight=pp, reduction=reduction)
+    _check_loss(fallback_counter, fn, [x, t] + [v for v in (w, pw) if v is not None], dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_logit_and_logsigmoid(fallback_counter, dtype):
+    p = torch.rand(7, 9, generator=torch.Generator().manual_seed(4))
+    for eps in (None, 0.2):
+        _check_loss(fallback_counter, lambda a: torch.logit(a, eps), [p], dtype)
+    _check_loss(fallback_counter, F.logsigmoid, [rnd(7, 9) * 5], dtype)
+
+
+def test_sgn(fallback_counter):
+    x = torch.tensor([-2.0, 0.0, 3.0, -0.0, float("nan")])  # CPU: sgn(nan) = 0
+    torch.testing.assert_close(torch.sgn(hpu(x)).cpu(), torch.sgn(x), equal_nan=True)
+    i = torch.tensor([-5, 0, 7])
+    assert torch.equal(torch.sgn(hpu(i)).cpu(), torch.sgn(i))
+    assert fallback_counter() == {}

@@ -3,6 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import hpu
+
 DTYPES = [torch.float32, torch.bfloat16]
 
 
@@ -154,3 +156,53 @@ def test_mlp_training_step_all_native(fallback_counter):
     for a, b in zip(*grads):
         torch.testing.assert_close(b, a)
     assert fallback_counter() == {}
+
+
+# ------------------------------------------------------------------ integer reductions / division
+
+def test_int64_min_max_exact(fallback_counter):
+    # values past 2^53 differ by 1: a float comparison would tie them
+    big = 2 ** 60
+    x = torch.tensor([[big + 1, big, -big, 3], [-big - 1, -big, 7, big + 3]], dtype=torch.int64)
+    h = hpu(x)
+    assert torch.equal(h.max().cpu(), x.max()) and torch.equal(h.min().cpu(), x.min())
+    for d in (0, 1):
+        assert torch.equal(h.amax(d).cpu(), x.amax(d)) and torch.equal(h.amin(d, keepdim=True).cpu(), x.amin(d, keepdim=True))
+        for hv, cv in zip(h.max(d), x.max(d)):
+            assert torch.equal(hv.cpu(), cv)
+        for hv, cv in zip(h.min(d), x.min(d)):
+            assert torch.equal(hv.cpu(), cv)
+    for dt in (torch.int32, torch.uint8, torch.bool):
+        y = torch.randint(0, 2 if dt == torch.bool else 100, (4, 6)).to(dt)
+        assert torch.equal(hpu(y).amax(1).cpu(), y.amax(1)) and torch.equal(hpu(y).min().cpu(), y.min())
+    assert fallback_counter() == {}
+
+
+def test_int_sum_and_amax_backward(fallback_counter):
+    x = torch.tensor([2 ** 62, 2 ** 62, 5], dtype=torch.int64)
+    assert torch.equal(hpu(x).sum().cpu(), x.sum())  # wraps like torch
+    b = torch.rand(5, 7) > 0.5
+    assert torch.equal(hpu(b).sum(1).cpu(), b.sum(1)) and torch.equal(hpu(b).sum().cpu(), b.sum())
+    f = torch.tensor([[1.0, 3.0, 3.0], [2.0, -1.0, 2.0]], requires_grad=True)
+    fh = hpu(f.detach()).requires_grad_()
+    f.amax(1).sum().backward()
+    fh.amax(1).sum().backward()  # ties split the gradient: sum of the bool mask
+    torch.testing.assert_close(fh.grad.cpu(), f.grad)
+    assert fallback_counter() == {}
+
+
+def test_int_remainder_fmod_floor_divide(fallback_counter):
+    a = torch.tensor([-7, -6, -1, 0, 1, 6, 7, 2 ** 40 + 3], dtype=torch.int64)
+    b = torch.tensor([3, -3, 2, 5, -2, 4, -4, -7], dtype=torch.int64)
+    for fn in (torch.remainder, torch.fmod, torch.floor_divide):
+        assert torch.equal(fn(hpu(a), hpu(b)).cpu(), fn(a, b)), fn
+        assert torch.equal(fn(hpu(a), 3).cpu(), fn(a, 3)), fn
+    assert torch.equal((hpu(a) % -5).cpu(), a % -5) and torch.equal((hpu(a) // 4).cpu(), a // 4)
+    x, y = torch.randn(50) * 10, torch.randn(50)
+    for fn in (torch.remainder, torch.fmod):
+        assert torch.equal(fn(hpu(x), hpu(y)).cpu(), fn(x, y)), fn
+    assert fallback_counter() == {}
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.remainder(hpu(a), 0)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.floor_divide(hpu(a), hpu(torch.zeros_like(a)))

@@ -394,3 +394,143 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
     _native.run("embedding_bwd", [gw, grad_output.reshape(-1, D), indices.reshape(-1)],
                 (int(padding_idx), int(bool(scale_grad_by_freq))))
     return gw
+
+
+# ---------------------------------------------------------------- elementwise helpers of losses
+# (sgn, log_sigmoid, logit) and integer-aware remainder / fmod / floor_divide; all run the
+# Go "ew.<name>" ops through elementwise.ew.
+
+def _ew(*args, **kw):
+    from .elementwise import ew
+    return ew(*args, **kw)
+
+
+def _real(*xs) -> None:
+    for x in xs:
+        if isinstance(x, complex) or (isinstance(x, torch.Tensor) and (x.is_complex() or x.dtype not in _native.DTYPE_CODE)):
+            raise NotNative
+
+
+def _sgn(self, out=None, inplace=False):
+    _real(self)
+    if self.dtype == torch.bool:
+        raise NotNative
+    return _ew("sgn", [self], self.dtype, out=out, inplace=inplace)
+
+
+@native("aten::sgn")
+def sgn(self):
+    return _sgn(self)
+
+
+@native("aten::sgn.out")
+def sgn_out(self, *, out):
+    return _sgn(self, out=out)
+
+
+@native("aten::sgn_")
+def sgn_(self):
+    return _sgn(self, out=self, inplace=True)
+
+
+@native("aten::log_sigmoid_forward")
+def log_sigmoid_forward(self):
+    _floats(self)
+    return (_ew("log_sigmoid", [self], self.dtype, ref=self),
+            _ew("log_sigmoid_buffer", [self], self.dtype, ref=self))
+
+
+@native("aten::log_sigmoid_backward")
+def log_sigmoid_backward(grad_output, self, buffer):
+    _floats(grad_output, self, buffer)
+    if not (grad_output.dtype == self.dtype == buffer.dtype):
+        raise NotNative
+    return _ew("log_sigmoid_backward", [self, buffer, grad_output], self.dtype, ref=self)
+
+
+def _logit_params(eps):
+    return (0.0, 0.0) if eps is None or eps < 0 else (float(eps), 1.0)
+
+
+def _logit(self, eps=None, out=None, inplace=False):
+    _real(self)
+    dt = self.dtype if self.dtype.is_floating_point else torch.get_default_dtype()
+    if inplace and dt != self.dtype:
+        raise NotNative
+    # CPU computes bfloat16 logit in bfloat16 arithmetic (each step rounds)
+    rb = float(dt == torch.bfloat16)
+    return _ew("logit", [self], dt, params=_logit_params(eps) + (rb,), out=out, inplace=inplace)
+
+
+@native("aten::logit")
+def logit(self, eps=None):
+    return _logit(self, eps)
+
+
+@native("aten::logit.out")
+def logit_out(self, eps=None, *, out):
+    return _logit(self, eps, out=out)
+
+
+@native("aten::logit_")
+def logit_(self, eps=None):
+    return _logit(self, eps, out=self, inplace=True)
+
+
+@native("aten::logit_backward")
+def logit_backward(grad_output, self, eps=None):
+    _floats(grad_output, self)
+    rt = torch.result_type(grad_output, self)
+    return _ew("logit_backward", [grad_output, self], rt, params=_logit_params(eps), ref=self)
+
+
+@native("aten::logit_backward.grad_input")
+def logit_backward_out(grad_output, self, eps=None, *, grad_input):
+    # structured op: the functional form reaches the backend through this overload
+    _floats(grad_output, self)
+    rt = torch.result_type(grad_output, self)
+    return _ew("logit_backward", [grad_output, self], rt, params=_logit_params(eps), out=grad_input)
+
+
+def _int_divisor_check(other) -> None:
+    """torch raises ZeroDivisionError for integer division by zero."""
+    if isinstance(other, torch.Tensor):
+        if other.numel() and bool((other == 0).any().item()):
+            raise RuntimeError("ZeroDivisionError")
+    elif other == 0:
+        raise RuntimeError("ZeroDivisionError")
+
+
+def _intdiv(goop_f, goop_i):
+    def fn(self, other, out=None, inplace=False):
+        _real(self, other)
+        from .elementwise import _rt
+        rt = _rt(self, other)
+        if rt == torch.bool:
+            raise NotNative
+        if rt.is_floating_point:
+            if goop_f is None or rt in (torch.bfloat16, torch.float16) and goop_f == "div_floor":
+                raise NotNative  # bf16/fp16 floor division rounds the quotient first
+            return _ew(goop_f, [self, other], rt, out=out, inplace=inplace)
+        _int_divisor_check(other)
+        return _ew(goop_i, [self, other], rt, out=out, inplace=inplace)
+    return fn
+
+
+def _reg_binary(base: str, fn) -> None:
+    from .elementwise import _exists
+    for ov in ("Tensor", "Scalar", "default"):
+        name = f"aten::{base}.{ov}" if ov != "default" else f"aten::{base}"
+        if _exists(name):
+            native(name)(lambda self, other, _f=fn: _f(self, other))
+    for name in (f"aten::{base}.Tensor_out", f"aten::{base}.Scalar_out", f"aten::{base}.out"):
+        if _exists(name):
+            native(name)(lambda self, other, *, out, _f=fn: _f(self, other, out=out))
+    for name in (f"aten::{base}_.Tensor", f"aten::{base}_.Scalar"):
+        if _exists(name):
+            native(name)(lambda self, other, _f=fn: _f(self, other, out=self, inplace=True))
+
+
+_reg_binary("remainder", _intdiv("remainder", "remainder"))
+_reg_binary("fmod", _intdiv("fmod", "fmod"))
+_reg_binary("floor_divide", _intdiv("div_floor", "idiv_floor"))

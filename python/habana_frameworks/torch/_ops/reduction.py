@@ -89,20 +89,43 @@ def _float_only(x, dtype=None):
         raise NotNative
 
 
+def _sum_int(x, dim, keepdim, dtype, out=None):
+    """Sum of an integer or bool tensor (int64 unless dtype says otherwise), exact in Go."""
+    rdt = dtype or torch.int64
+    if rdt.is_floating_point or rdt not in _CODE or rdt == torch.bool:
+        raise NotNative
+    red = _dims(x, dim)
+    x2, M, N, keep_shape = _to2d(x, red)
+    res = torch.empty(M, dtype=rdt, device=x.device)
+    if M:
+        _native.run("red.isum", [res, x2])
+    return _finish(res, keep_shape, keepdim, red, x, out)
+
+
+def _is_int(x, dtype=None) -> bool:
+    return x.dtype in _CODE and x.dtype not in _FLOATS and (dtype is None or dtype not in _FLOATS)
+
+
 @native("aten::sum.dim_IntList")
 def sum_dim(self, dim, keepdim=False, *, dtype=None):
+    if _is_int(self, dtype):
+        return _sum_int(self, dim, keepdim, dtype)
     _float_only(self, dtype)
     return _reduce(SUM, self, dim, keepdim, dtype)
 
 
 @native("aten::sum.IntList_out")
 def sum_out(self, dim, keepdim=False, *, dtype=None, out):
+    if _is_int(self, dtype):
+        return _sum_int(self, dim, keepdim, dtype, out=out)
     _float_only(self, dtype)
     return _reduce(SUM, self, dim, keepdim, dtype, out=out)
 
 
 @native("aten::sum.default")
 def sum_all(self, *, dtype=None):
+    if _is_int(self, dtype):
+        return _sum_int(self, None, False, dtype)
     _float_only(self, dtype)
     return _reduce(SUM, self, None, False, dtype)
 
@@ -152,40 +175,65 @@ def _nonempty(x, red, name):
                            "Specify the reduction dim with the 'dim' argument.")
 
 
+def _extreme_int(x, dim, keepdim, is_min):
+    """amax/amin of an integer or bool tensor: exact int comparisons in Go (red.argreduce
+    on the [M, N] view; the indices are dropped)."""
+    red = _dims(x, dim)
+    x2, M, N, keep_shape = _to2d(x, red)
+    vals = torch.empty(M, dtype=x.dtype, device=x.device)
+    if M:
+        idx = torch.empty(M, dtype=torch.int64, device=x.device)
+        _native.run("red.argreduce", [vals, idx, x2], (int(is_min), 1))
+    return _finish(vals, keep_shape, keepdim, red, x, None)
+
+
+def _float_or_int(x):
+    if x.dtype not in _CODE:
+        raise NotNative
+
+
 @native("aten::amax")
 def amax(self, dim=(), keepdim=False):
-    _float_only(self)
+    _float_or_int(self)
     _nonempty(self, _dims(self, dim), "amax")
+    if self.dtype not in _FLOATS:
+        return _extreme_int(self, dim, keepdim, False)
     return _reduce(AMAX, self, dim, keepdim)
 
 
 @native("aten::amin")
 def amin(self, dim=(), keepdim=False):
-    _float_only(self)
+    _float_or_int(self)
     _nonempty(self, _dims(self, dim), "amin")
+    if self.dtype not in _FLOATS:
+        return _extreme_int(self, dim, keepdim, True)
     return _reduce(AMIN, self, dim, keepdim)
 
 
 @native("aten::max.default")
 def max_all(self):
-    _float_only(self)
+    _float_or_int(self)
     if self.numel() == 0:
         raise RuntimeError("max(): Expected reduction dim to be specified for input.numel() == 0. "
                            "Specify the reduction dim with the 'dim' argument.")
+    if self.dtype not in _FLOATS:
+        return _extreme_int(self, None, False, False)
     return _reduce(AMAX, self, None, False)
 
 
 @native("aten::min.default")
 def min_all(self):
-    _float_only(self)
+    _float_or_int(self)
     if self.numel() == 0:
         raise RuntimeError("min(): Expected reduction dim to be specified for input.numel() == 0. "
                            "Specify the reduction dim with the 'dim' argument.")
+    if self.dtype not in _FLOATS:
+        return _extreme_int(self, None, False, True)
     return _reduce(AMIN, self, None, False)
 
 
 def _argreduce(x, dim, keepdim, is_min, want_values):
-    _float_only(x)
+    _float_or_int(x)
     if dim is None:
         red = list(range(x.dim()))
         x2 = x.reshape(1, -1)
@@ -453,6 +501,104 @@ def mse_loss_backward(grad_output, self, target, reduction):
     return ew("mse_backward", [grad_output, self, target], rt, params=(scale,), ref=self)
 
 
+def _loss_inputs(self, target):
+    """Result dtype of an elementwise loss over (self, target); floats only."""
+    if self.dtype not in _FLOATS or target.dtype not in _FLOATS:
+        raise NotNative
+    return torch.result_type(self, target)
+
+
+def _loss_reduce(loss, reduction):
+    if reduction == 0:
+        return loss
+    return _reduce(MEAN if reduction == 1 else SUM, loss, None, False)
+
+
+def _loss_norm(self, target, reduction) -> float:
+    return 1.0 / math.prod(torch.broadcast_shapes(self.shape, target.shape)) if reduction == 1 else 1.0
+
+
+@native("aten::smooth_l1_loss")
+def smooth_l1_loss(self, target, reduction=1, beta=1.0):
+    from .elementwise import ew
+    if beta < 0:
+        raise NotNative  # torch's own error
+    rt = _loss_inputs(self, target)
+    return _loss_reduce(ew("smooth_l1", [self, target], rt, params=(float(beta),)), reduction)
+
+
+@native("aten::smooth_l1_loss_backward")
+def smooth_l1_loss_backward(grad_output, self, target, reduction, beta):
+    from .elementwise import ew
+    rt = _loss_inputs(self, target)
+    if grad_output.dtype not in _FLOATS:
+        raise NotNative
+    return ew("smooth_l1_backward", [self, target, grad_output], rt,
+              params=(_loss_norm(self, target, reduction), float(beta)), ref=self)
+
+
+@native("aten::huber_loss")
+def huber_loss(self, target, reduction=1, delta=1.0):
+    from .elementwise import ew
+    if not delta > 0:
+        raise NotNative  # torch's own error
+    rt = _loss_inputs(self, target)
+    rb = float(rt == torch.bfloat16)  # CPU computes in bfloat16 vectors: every step rounds
+    return _loss_reduce(ew("huber", [self, target], rt, params=(float(delta), rb)), reduction)
+
+
+@native("aten::huber_loss_backward")
+def huber_loss_backward(grad_output, self, target, reduction, delta):
+    from .elementwise import ew
+    rt = _loss_inputs(self, target)
+    if grad_output.dtype not in _FLOATS:
+        raise NotNative
+    rb = float(rt == torch.bfloat16)
+    return ew("huber_backward", [self, target, grad_output], rt,
+              params=(_loss_norm(self, target, reduction), float(delta), rb), ref=self)
+
+
+def _bce_check(t: torch.Tensor, what: str) -> None:
+    if t.numel() == 0:
+        return
+    lo, hi = float(_reduce(AMIN, t, None, False).item()), float(_reduce(AMAX, t, None, False).item())
+    if not (lo >= 0 and hi <= 1):
+        raise RuntimeError(f"all elements of {what} should be between 0 and 1")
+
+
+@native("aten::binary_cross_entropy")
+def binary_cross_entropy(self, target, weight=None, reduction=1):
+    from .elementwise import ew
+    if self.dtype not in _FLOATS or target.dtype != self.dtype or self.shape != target.shape:
+        raise NotNative
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise NotNative
+    _bce_check(self, "input")
+    _bce_check(target, "target")
+    rb = float(self.dtype == torch.bfloat16)  # c10::BFloat16 arithmetic rounds each step
+    loss = ew("bce", [self, target], self.dtype, params=(rb,), ref=self)
+    if weight is not None:
+        loss = ew("mul", [loss, weight], self.dtype, ref=self)
+    return _loss_reduce(loss, reduction)
+
+
+@native("aten::binary_cross_entropy_backward")
+def binary_cross_entropy_backward(grad_output, self, target, weight=None, reduction=1):
+    from .elementwise import ew
+    if self.dtype not in _FLOATS or target.dtype != self.dtype or grad_output.dtype != self.dtype:
+        raise NotNative
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise NotNative
+    rb = float(self.dtype == torch.bfloat16)  # c10::BFloat16 arithmetic rounds each step
+    gi = ew("bce_backward", [grad_output, self, target], self.dtype, params=(rb,), ref=self)
+    if weight is not None:
+        gi = ew("mul", [gi, weight], self.dtype, ref=self)
+    if reduction == 1:
+        gi = ew("div", [gi, torch.tensor(float(self.numel()), dtype=torch.float64)], self.dtype,
+                ref=self, keep_scalars=True)
+    return gi
+
+
 # ---------------------------------------------------------------- out= variants
 # Structured ops reach the backend through their out= overload (torch allocates the outputs
 # and calls it), so every functional lowering above also serves its out= form.
@@ -491,6 +637,11 @@ for _fn, _name in [
     (nll_loss_forward, "aten::nll_loss_forward.output"),
     (nll_loss_backward, "aten::nll_loss_backward.grad_input"),
     (mse_loss, "aten::mse_loss.out"), (mse_loss_backward, "aten::mse_loss_backward.grad_input"),
+    (smooth_l1_loss, "aten::smooth_l1_loss.out"),
+    (smooth_l1_loss_backward, "aten::smooth_l1_loss_backward.grad_input"),
+    (huber_loss, "aten::huber_loss.out"), (huber_loss_backward, "aten::huber_loss_backward.out"),
+    (binary_cross_entropy, "aten::binary_cross_entropy.out"),
+    (binary_cross_entropy_backward, "aten::binary_cross_entropy_backward.grad_input"),
     (amax, "aten::amax.out"), (amin, "aten::amin.out"), (argmax, "aten::argmax.out"),
     (argmin, "aten::argmin.out"), (max_dim, "aten::max.dim_max"), (min_dim, "aten::min.dim_min"),
     (cumsum, "aten::cumsum.out"), (all_default, "aten::all.all_out"), (any_default, "aten::any.all_out"),
