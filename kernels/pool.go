@@ -234,6 +234,7 @@ func AvgPool2dBackward(gin, gout Tensor, p PoolParams, countIncludePad bool, div
 	}
 	pi, po := plane{gin}, plane{gout}
 	H, W, OH, OW := pi.h(), pi.w(), po.h(), po.w()
+	acc := gradAcc{gin.DType}
 	ParallelFor(pi.count(), int64(H*W+OH*OW*p.KH*p.KW), func(lo, hi int64) {
 		g := make([]float64, H*W)
 		gy := make([]float64, OH*OW)
@@ -243,12 +244,7 @@ func AvgPool2dBackward(gin, gout Tensor, p PoolParams, countIncludePad bool, div
 			for oh := 0; oh < OH; oh++ {
 				for ow := 0; ow < OW; ow++ {
 					h0, h1, w0, w1, div := avgWindow(oh, ow, H, W, p, countIncludePad, divisor)
-					v := gy[oh*OW+ow] / div
-					for ih := h0; ih < h1; ih++ {
-						for iw := w0; iw < w1; iw++ {
-							g[ih*W+iw] += v
-						}
-					}
+					spreadGrad(g, W, h0, h1, w0, w1, acc.div(gy[oh*OW+ow], div), acc)
 				}
 			}
 			pi.store(pc, g)
@@ -283,6 +279,7 @@ func AdaptiveAvgPool2d(a, b Tensor, grad bool) error {
 		}
 		return nil
 	}
+	acc := gradAcc{a.DType}
 	ParallelFor(x.count(), int64(2*H*W+OH*OW), func(lo, hi int64) {
 		xb := make([]float64, H*W)
 		yb := make([]float64, OH*OW)
@@ -299,12 +296,9 @@ func AdaptiveAvgPool2d(a, b Tensor, grad bool) error {
 					w0, w1 := adaptiveRange(ow, W, OW)
 					n := float64((h1 - h0) * (w1 - w0))
 					if grad {
-						v := yb[oh*OW+ow] / n
-						for ih := h0; ih < h1; ih++ {
-							for iw := w0; iw < w1; iw++ {
-								xb[ih*W+iw] += v
-							}
-						}
+						// torch divides by the window height, then by its width
+						v := acc.div(acc.div(yb[oh*OW+ow], float64(h1-h0)), float64(w1-w0))
+						spreadGrad(xb, W, h0, h1, w0, w1, v, acc)
 						continue
 					}
 					s := 0.0
@@ -324,4 +318,35 @@ func AdaptiveAvgPool2d(a, b Tensor, grad bool) error {
 		}
 	})
 	return nil
+}
+
+// gradAcc does the arithmetic of torch's CPU avg-pool backward kernels in the gradient's
+// own dtype: they compute grad_output / divisor and add it into grad_input with scalar_t
+// operations, so float32 rounds every step to float32 and bfloat16/float16 (c10 scalar
+// arithmetic: float math, then rounding) to their precision; float64 stays float64.
+type gradAcc struct{ dt DType }
+
+func (a gradAcc) round(v float64) float64 {
+	if a.dt == Float64 {
+		return v
+	}
+	return float64(roundTo(a.dt, float32(v)))
+}
+
+func (a gradAcc) div(g, d float64) float64 {
+	if a.dt == Float64 {
+		return g / d
+	}
+	return float64(roundTo(a.dt, float32(g)/float32(d)))
+}
+
+// spreadGrad adds v to the window [h0,h1)x[w0,w1) of the row-major plane g (row length W),
+// rounding each sum as the gradient's dtype does.
+func spreadGrad(g []float64, W, h0, h1, w0, w1 int, v float64, a gradAcc) {
+	for ih := h0; ih < h1; ih++ {
+		row := g[ih*W : (ih+1)*W]
+		for iw := w0; iw < w1; iw++ {
+			row[iw] = a.round(row[iw] + v)
+		}
+	}
 }

@@ -57,11 +57,6 @@ XFAIL: dict[tuple[str, str, str | None], str] = {
     ("native_batch_norm", "", "bfloat16"): _BF16.format("native_batch_norm (nn_ops.py)"),
     ("nn.functional.batch_norm", "", "bfloat16"): _BF16.format("native_batch_norm (nn_ops.py)"),
     ("nn.functional.instance_norm", "", "bfloat16"): _BF16.format("native_batch_norm (nn_ops.py)"),
-    ("nn.functional.adaptive_avg_pool1d", "", "bfloat16"): _BF16.format("_adaptive_avg_pool2d_backward"),
-    ("nn.functional.adaptive_avg_pool2d", "", "bfloat16"): _BF16.format("_adaptive_avg_pool2d_backward"),
-    ("nn.functional.interpolate", "area", "bfloat16"): _BF16.format("_adaptive_avg_pool2d_backward"),
-    ("nn.functional.avg_pool1d", "", "bfloat16"): _BF16.format("avg_pool2d_backward (nn_ops.py)"),
-    ("nn.functional.avg_pool2d", "", "bfloat16"): _BF16.format("avg_pool2d_backward (nn_ops.py)"),
 }
 
 
