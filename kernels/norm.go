@@ -118,12 +118,23 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 					ss += (v - mean) * (v - mean)
 				}
 				invstd = 1 / math.Sqrt(ss/float64(cnt)+eps)
+				unbiased := math.NaN()
+				if cnt > 1 {
+					unbiased = ss / float64(cnt-1)
+				}
 				if statDT != Float64 {
-					// torch keeps the statistics in the saved dtype and normalises with
-					// those rounded values
+					// torch keeps mean and the sum of squared deviations in the saved dtype,
+					// divides that rounded sum by the count in the same dtype (c10's
+					// reduced-type / int64 operator: both operands and the quotient round),
+					// then takes 1/sqrt(var + eps) in double and rounds to float and back
+					// to the saved dtype; the output is normalised with those values.
 					mean = float64(roundTo(statDT, float32(mean)))
-					v := float64(roundTo(statDT, float32(ss/float64(cnt))))
+					vs := roundTo(statDT, float32(ss))
+					v := float64(reducedDiv(statDT, vs, cnt))
 					invstd = float64(roundTo(statDT, float32(1/math.Sqrt(v+eps))))
+					if cnt > 1 {
+						unbiased = float64(reducedDiv(statDT, vs, cnt-1))
+					}
 				}
 				vec{saveMean}.set(c, mean)
 				vec{saveInvstd}.set(c, invstd)
@@ -131,12 +142,6 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 					vec{rm}.set(c, momentum*mean+(1-momentum)*vec{rm}.get(c, 0))
 				}
 				if rv != nil {
-					unbiased := math.Inf(1)
-					if cnt > 1 {
-						unbiased = ss / float64(cnt-1)
-					} else {
-						unbiased = math.NaN()
-					}
 					vec{rv}.set(c, momentum*unbiased+(1-momentum)*vec{rv}.get(c, 0))
 				}
 			} else {
@@ -224,4 +229,10 @@ func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean,
 		}
 	})
 	return nil
+}
+
+// reducedDiv is a / n for a value of a reduced (or float32) dtype and an integer count,
+// as torch's scalar operator does it: n converted to the dtype, the quotient rounded.
+func reducedDiv(dt DType, a float32, n int64) float32 {
+	return roundTo(dt, a/roundTo(dt, float32(n)))
 }

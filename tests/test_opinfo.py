@@ -46,17 +46,12 @@ UNINITIALIZED = ("empty", "empty_like", "new_empty", "new_empty_strided", "empty
 # (op name, variant, dtype or None) -> reason: failures of native kernels owned by others.
 _GEMM_F32 = ("native mm/bmm (linalg.py, kernels/gemm.go): float32 summation order differs from "
              "torch's CPU BLAS beyond the default rtol 1.3e-6 on large-magnitude grads")
-_BF16 = ("native {} kernel rounds bf16 differently from torch's CPU kernel (beyond rtol 1.6e-2): "
-         "expected to compute in float32 and round once")
 XFAIL: dict[tuple[str, str, str | None], str] = {
     ("linalg.householder_product", "", "float32"): _GEMM_F32,
     ("linalg.multi_dot", "", "float32"): _GEMM_F32,
     ("pow", "", "float32"): (
         "native log (elementwise.py, kernels/elementwise*.go) differs by 1 ulp from torch's "
         "Sleef logf; pow's backward amplifies it past rtol 1.3e-6 (the sums are bit-exact)"),
-    ("native_batch_norm", "", "bfloat16"): _BF16.format("native_batch_norm (nn_ops.py)"),
-    ("nn.functional.batch_norm", "", "bfloat16"): _BF16.format("native_batch_norm (nn_ops.py)"),
-    ("nn.functional.instance_norm", "", "bfloat16"): _BF16.format("native_batch_norm (nn_ops.py)"),
 }
 
 
