@@ -444,3 +444,30 @@ def test_sgn(fallback_counter):
     i = torch.tensor([-5, 0, 7])
     assert torch.equal(torch.sgn(hpu(i)).cpu(), torch.sgn(i))
     assert fallback_counter() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batch_norm_entry_points(fallback_counter, dtype):
+    """_batch_norm_with_update / _native_batch_norm_legit / batch_norm_backward run natively."""
+    x, w, b = rnd(4, 3, 5, dtype=dtype), rnd(3, dtype=dtype, seed=1), rnd(3, dtype=dtype, seed=2)
+    rm, rv = rnd(3, dtype=dtype, seed=3), rnd(3, seed=4).abs().to(dtype) + 0.5
+    args = lambda dev: [t.to(dev) for t in (x, w, b, rm.clone(), rv.clone())]
+    c, h = args("cpu"), args("hpu")
+    rc = torch.ops.aten._batch_norm_with_update(*c, 0.3, 1e-5)
+    rh = torch.ops.aten._batch_norm_with_update(*h, 0.3, 1e-5)
+    for a, e in zip(rh[:3], rc[:3]):
+        torch.testing.assert_close(a.cpu(), e)
+    torch.testing.assert_close(h[3].cpu(), c[3])  # running stats updated in place
+    torch.testing.assert_close(h[4].cpu(), c[4])
+    assert rh[3].numel() == 0
+    g = rnd(4, 3, 5, dtype=dtype, seed=5)
+    gc = torch.ops.aten.batch_norm_backward(g, x, w, c[3], c[4], rc[1], rc[2], True, 1e-5, [True] * 3, rc[3])
+    gh = torch.ops.aten.batch_norm_backward(hpu(g), h[0], h[1], h[3], h[4], rh[1], rh[2], True, 1e-5,
+                                            [True] * 3, rh[3])
+    for a, e in zip(gh, gc):
+        torch.testing.assert_close(a.cpu(), e)
+    lc = torch.ops.aten._native_batch_norm_legit(x, w, b, rm.clone(), rv.clone(), True, 0.1, 1e-5)
+    lh = torch.ops.aten._native_batch_norm_legit(hpu(x), hpu(w), hpu(b), hpu(rm), hpu(rv), True, 0.1, 1e-5)
+    for a, e in zip(lh, lc):
+        torch.testing.assert_close(a.cpu(), e)
+    assert fallback_counter() == {}

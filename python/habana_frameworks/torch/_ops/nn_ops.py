@@ -271,6 +271,48 @@ def native_batch_norm_backward(grad_out, input, weight, running_mean, running_va
     return gi, gw, gb
 
 
+# The batch-norm entry points newer autograd / export paths use; torch's CPU kernels are
+# the native_batch_norm ones with the running statistics updated (or not) and an empty
+# reserve buffer.
+@native("aten::_native_batch_norm_legit")
+def native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    return native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
+@native("aten::_native_batch_norm_legit.no_stats")
+def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, eps):
+    return native_batch_norm(input, weight, bias, None, None, training, momentum, eps)
+
+
+@native("aten::_native_batch_norm_legit_no_training")
+def native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
+    return native_batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)
+
+
+def _reserve(input):
+    return torch.empty(0, dtype=torch.uint8, device=input.device)
+
+
+@native("aten::_batch_norm_with_update")
+def batch_norm_with_update(input, weight, bias, running_mean, running_var, momentum, eps):
+    out, sm, si = native_batch_norm(input, weight, bias, running_mean, running_var, True, momentum, eps)
+    return out, sm, si, _reserve(input)
+
+
+@native("aten::_batch_norm_no_update")
+def batch_norm_no_update(input, weight, bias, running_mean, running_var, momentum, eps):
+    train = running_mean is None and running_var is None
+    out, sm, si = native_batch_norm(input, weight, bias, running_mean, running_var, train, momentum, eps)
+    return out, sm, si, _reserve(input)
+
+
+@native("aten::batch_norm_backward")
+def batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_var,
+                        update, eps, output_mask, reserve):
+    return native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+                                      save_var, update, eps, output_mask)
+
+
 def _numel(shape) -> int:
     n = 1
     for s in shape:
