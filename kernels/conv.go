@@ -48,10 +48,20 @@ func loadPlanes[T gemmFloat](dst []T, t Tensor, n int) {
 	es := int64(t.DType.Size())
 	A, B, C := t.Sizes[1], t.Sizes[2], t.Sizes[3]
 	base := at(t.Ptr, int64(n)*t.Strides[0]*es)
+	if f, ok := any(dst).([]float32); ok && t.DType == BFloat16 && densePlanes(t) {
+		widenFlat(f[:A*B*C], unsafe.Slice((*uint16)(base), A*B*C))
+		return
+	}
 	ParallelFor(A*B, C, func(lo, hi int64) {
 		for r := lo; r < hi; r++ {
 			a, b := r/B, r%B
-			loadRowT(dst[r*C:(r+1)*C], at(base, (a*t.Strides[1]+b*t.Strides[2])*es), t.Strides[3]*es, t.DType)
+			d := dst[r*C : (r+1)*C]
+			q := at(base, (a*t.Strides[1]+b*t.Strides[2])*es)
+			if f, ok := any(d).([]float32); ok {
+				loadRowF32(f, q, t.Strides[3]*es, t.DType)
+				continue
+			}
+			loadRowT(d, q, t.Strides[3]*es, t.DType)
 		}
 	})
 }
@@ -61,6 +71,20 @@ func storePlanes[T gemmFloat](t Tensor, n int, src []T, bias []T) {
 	es := int64(t.DType.Size())
 	A, B, C := t.Sizes[1], t.Sizes[2], t.Sizes[3]
 	base := at(t.Ptr, int64(n)*t.Strides[0]*es)
+	if f, ok := any(src).([]float32); ok && t.DType == BFloat16 && densePlanes(t) {
+		f = f[:A*B*C]
+		if bias != nil {
+			fb := any(bias).([]float32)
+			for a := int64(0); a < A; a++ {
+				row := f[a*B*C : (a+1)*B*C]
+				for i := range row {
+					row[i] += fb[a]
+				}
+			}
+		}
+		convertFlat(unsafe.Slice((*uint16)(base), A*B*C), f)
+		return
+	}
 	ParallelFor(A*B, C, func(lo, hi int64) {
 		for r := lo; r < hi; r++ {
 			a, b := r/B, r%B
@@ -70,7 +94,12 @@ func storePlanes[T gemmFloat](t Tensor, n int, src []T, bias []T) {
 					row[i] += bias[a]
 				}
 			}
-			storeRowT(at(base, (a*t.Strides[1]+b*t.Strides[2])*es), t.Strides[3]*es, t.DType, row)
+			q := at(base, (a*t.Strides[1]+b*t.Strides[2])*es)
+			if f, ok := any(row).([]float32); ok {
+				storeRowF32(q, t.Strides[3]*es, t.DType, f)
+				continue
+			}
+			storeRowT(q, t.Strides[3]*es, t.DType, row)
 		}
 	})
 }
@@ -329,4 +358,16 @@ func convBwd[T gemmFloat](gin, gw, gb *Tensor, gout, in, weight Tensor, g convGe
 	if gb != nil {
 		storeRowT(gb.Ptr, gb.Strides[0]*int64(gb.DType.Size()), gb.DType, db)
 	}
+}
+
+// densePlanes reports whether dims 1..3 of t are laid out as one contiguous block.
+func densePlanes(t Tensor) bool {
+	want := int64(1)
+	for d := 3; d >= 1; d-- {
+		if t.Sizes[d] != 1 && t.Strides[d] != want {
+			return false
+		}
+		want *= t.Sizes[d]
+	}
+	return true
 }

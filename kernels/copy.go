@@ -50,6 +50,10 @@ func convertRow(dt, st DType) rowFunc {
 	}
 	if dt == BFloat16 && st == Float32 {
 		return func(p []unsafe.Pointer, s []int64, n int64) {
+			if s[0] == 2 && s[1] == 4 {
+				f32ToBF16s(unsafe.Slice((*uint16)(p[0]), n), unsafe.Slice((*float32)(p[1]), n))
+				return
+			}
 			for i := int64(0); i < n; i++ {
 				*(*uint16)(at(p[0], i*s[0])) = F32ToBF16(*(*float32)(at(p[1], i*s[1])))
 			}
@@ -57,6 +61,10 @@ func convertRow(dt, st DType) rowFunc {
 	}
 	if dt == Float32 && st == BFloat16 {
 		return func(p []unsafe.Pointer, s []int64, n int64) {
+			if s[0] == 4 && s[1] == 2 {
+				bf16ToF32s(unsafe.Slice((*float32)(p[0]), n), unsafe.Slice((*uint16)(p[1]), n))
+				return
+			}
 			for i := int64(0); i < n; i++ {
 				*(*float32)(at(p[0], i*s[0])) = BF16ToF32(*(*uint16)(at(p[1], i*s[1])))
 			}

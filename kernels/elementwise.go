@@ -200,10 +200,7 @@ func loadF32(buf []float32, dt DType, p unsafe.Pointer, s int64, tmp *[]float64)
 			buf[i] = v
 		}
 	case dt == BFloat16 && s == 2:
-		src := unsafe.Slice((*uint16)(p), n)
-		for i, b := range src {
-			buf[i] = BF16ToF32(b)
-		}
+		bf16ToF32s(buf, unsafe.Slice((*uint16)(p), n))
 	case dt == BFloat16:
 		for i := int64(0); i < n; i++ {
 			buf[i] = BF16ToF32(*(*uint16)(at(p, i*s)))
@@ -229,10 +226,7 @@ func storeF32(p unsafe.Pointer, s int64, dt DType, v []float32, tmp *[]float64) 
 	n := int64(len(v))
 	switch {
 	case dt == BFloat16 && s == 2:
-		dst := unsafe.Slice((*uint16)(p), n)
-		for i, x := range v {
-			dst[i] = F32ToBF16(x)
-		}
+		f32ToBF16s(unsafe.Slice((*uint16)(p), n), v)
 	case dt == BFloat16:
 		for i, x := range v {
 			*(*uint16)(at(p, int64(i)*s)) = F32ToBF16(x)

@@ -161,6 +161,10 @@ func BatchedGemm(out, a, b Tensor, self *Tensor, alpha, beta float64) error {
 			}
 		}
 	}
+	if a.DType == BFloat16 || a.DType == Float16 {
+		bgemmHalf(out, a, b, self, alpha, beta) // gemm_bf16.go
+		return nil
+	}
 	if a.DType == Float64 {
 		bgemm[float64](out, a, b, self, alpha, beta)
 	} else {
