@@ -216,7 +216,11 @@ func bgemm[T gemmFloat](out, a, b Tensor, self *Tensor, alpha, beta float64) {
 			if !direct {
 				al = 1
 			}
-			blasGemm(ta, tb, M, N, K, al, ap, lda, bp, ldb, 0, cptr, ldc)
+			if f32, ok := any(al).(float32); ok && f32 == 1 && alpha == 1 && self == nil && cpuKOrderShape(ta, tb, M, K, N) {
+				smallGemmKOrder32(ta, tb, M, N, K, ap, lda, bp, ldb, cptr, ldc)
+			} else {
+				blasGemm(ta, tb, M, N, K, al, ap, lda, bp, ldb, 0, cptr, ldc)
+			}
 		}
 		if direct {
 			continue
@@ -248,4 +252,99 @@ func bgemm[T gemmFloat](out, a, b Tensor, self *Tensor, alpha, beta float64) {
 			}
 		})
 	}
+}
+
+// cpuKOrderShape reports the tiny float32 products (M, N <= 8, K <= 5) for which torch's
+// CPU BLAS (MKL's small-matrix path) was measured to compute every element as a plain
+// sum over k in increasing order, each product rounded before it is added (no FMA),
+// starting from zero. ta/tb say whether A/B are read transposed (column-major). The
+// shapes left out use other kernels (vectorised partial sums) that this does not model.
+func cpuKOrderShape(ta, tb bool, M, K, N int) bool {
+	if M > 8 || N > 8 || K > 5 {
+		return false
+	}
+	if K <= 3 {
+		return true
+	}
+	switch {
+	case !ta && !tb:
+		return !(K == 5 && M >= 4 && (N == 1 || N == 5))
+	case ta && !tb:
+		return true
+	case ta && tb:
+		return !(M == 1 && K == 5 && N >= 4)
+	case K == 4: // !ta && tb
+		return M == 1 || N <= 3
+	default:
+		return N <= 3 && !(M >= 4 && N == 1)
+	}
+}
+
+// smallGemmKOrder32 computes C = A@B for float32 operands in BLAS layout (row-major with
+// leading dimensions; ta/tb read A/B transposed) as sum_k fl(a_ik*b_kj), k ascending.
+func smallGemmKOrder32(ta, tb bool, M, N, K int, a unsafe.Pointer, lda int, b unsafe.Pointer, ldb int,
+	c unsafe.Pointer, ldc int) {
+	ael := func(i, k int) float32 {
+		if ta {
+			return *(*float32)(at(a, int64(k*lda+i)*4))
+		}
+		return *(*float32)(at(a, int64(i*lda+k)*4))
+	}
+	bel := func(k, j int) float32 {
+		if tb {
+			return *(*float32)(at(b, int64(j*ldb+k)*4))
+		}
+		return *(*float32)(at(b, int64(k*ldb+j)*4))
+	}
+	for i := 0; i < M; i++ {
+		for j := 0; j < N; j++ {
+			var s float32
+			for k := 0; k < K; k++ {
+				s += float32(ael(i, k) * bel(k, j)) // the conversion forbids FMA fusion
+			}
+			*(*float32)(at(c, int64(i*ldc+j)*4)) = s
+		}
+	}
+}
+
+// BatchedGemmNaive computes out[b] = a[b] @ m2[b] for float32/float64 3-D strided operands
+// with torch CPU's small-bmm loop (used when K*M*N < 400): every element summed over k in
+// increasing order in the operand dtype, each product rounded before it is added.
+func BatchedGemmNaive(out, a, b Tensor) error {
+	for _, t := range []Tensor{out, a, b} {
+		if t.Dim() != 3 || (t.DType != Float32 && t.DType != Float64) || t.DType != out.DType {
+			return fmt.Errorf("bmm_naive: float32/float64 3-D operands of one dtype, got %v %v", t.DType, t.Sizes)
+		}
+	}
+	B, M, K, N := a.Sizes[0], a.Sizes[1], a.Sizes[2], b.Sizes[2]
+	if b.Sizes[0] != B || b.Sizes[1] != K || out.Sizes[0] != B || out.Sizes[1] != M || out.Sizes[2] != N {
+		return fmt.Errorf("shape mismatch: out %v, mat1 %v, mat2 %v", out.Sizes, a.Sizes, b.Sizes)
+	}
+	if out.DType == Float64 {
+		naiveBmm[float64](out, a, b)
+	} else {
+		naiveBmm[float32](out, a, b)
+	}
+	return nil
+}
+
+func naiveBmm[T float32 | float64](out, a, b Tensor) {
+	B, M, K, N := a.Sizes[0], a.Sizes[1], a.Sizes[2], b.Sizes[2]
+	es := int64(unsafe.Sizeof(T(0)))
+	el := func(t Tensor, bi, i, j int64) *T {
+		return (*T)(at(t.Ptr, (bi*t.Strides[0]+i*t.Strides[1]+j*t.Strides[2])*es))
+	}
+	ParallelFor(B, M*N*max(K, 1), func(lo, hi int64) {
+		for bi := lo; bi < hi; bi++ {
+			for i := int64(0); i < M; i++ {
+				for j := int64(0); j < N; j++ {
+					var s T
+					for k := int64(0); k < K; k++ {
+						s += T(*el(a, bi, i, k) * *el(b, bi, k, j)) // the conversion forbids FMA fusion
+					}
+					*el(out, bi, i, j) = s
+				}
+			}
+		}
+	})
 }

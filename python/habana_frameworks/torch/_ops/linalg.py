@@ -68,14 +68,16 @@ def resize_out(out: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def gemm(out3, a3, b3, self3=None, alpha=1.0, beta=0.0) -> None:
-    """out3 = alpha * a3 @ b3 + beta * self3 over 3-D views (self3 already broadcast)."""
+def gemm(out3, a3, b3, self3=None, alpha=1.0, beta=0.0, naive=False) -> None:
+    """out3 = alpha * a3 @ b3 + beta * self3 over 3-D views (self3 already broadcast).
+
+    naive: torch's small-bmm loop (k-order sums) instead of the BLAS path."""
     if out3.numel() == 0:
         return
     ts = [out3, a3, b3]
     if self3 is not None and beta != 0:
         ts.append(self3)
-    _native.run("bgemm", ts, (), (float(alpha), float(beta)))
+    _native.run("bgemm", ts, (int(naive),), (float(alpha), float(beta)))
 
 
 @native("aten::mm", "aten::mm.out")
@@ -98,7 +100,10 @@ def bmm(self, mat2, *, out=None):
         out = torch.empty(m.shape, dtype=m.dtype, device=self.device)
     else:
         resize_out(out, m)
-    gemm(out, self, mat2)
+    # CPU bmm runs its own loop instead of BLAS when one product is this small
+    naive = out.dtype in (torch.float32, torch.float64) and \
+        self.shape[1] * self.shape[2] * mat2.shape[2] < 400
+    gemm(out, self, mat2, naive=naive)
     return out
 
 
