@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"os"
 	"strings"
 
 	"hpusim/kernels"
@@ -39,9 +40,19 @@ type plan struct {
 // maxFusedNodes bounds a fused loop (its per-worker scratch grows with it).
 const maxFusedNodes = 64
 
+// fusionOff (HPUSIM_LAZY_FUSION=0) compiles every kept node as its own step: a debugging
+// and measuring aid (the same graphs with and without fused loops).
+var fusionOff = strings.TrimSpace(os.Getenv("HPUSIM_LAZY_FUSION")) == "0"
+
 func compile(g *graph) *plan {
 	p := &plan{}
 	keep := deadCodeElimination(g, p)
+	if fusionOff {
+		for _, i := range keep {
+			p.steps = append(p.steps, planStep{node: i})
+		}
+		return p
+	}
 	fuse(g, keep, p)
 	return p
 }

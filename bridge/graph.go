@@ -39,6 +39,13 @@ type graph struct {
 	dead   []bool            // per ordinal: released by the program before the graph was launched
 	seq    uint64            // launch number
 	reason string            // what triggered the launch (for logs and dumps)
+
+	// Streaming: while the graph is still being recorded and the worker has nothing
+	// launched to run, it runs the recorded prefix node by node (see engine.streamSome).
+	taken     int   // nodes handed to the worker (guarded by engine.mu)
+	done      int   // nodes already run by streaming (worker only)
+	streamErr error // a streamed node's failure, raised when the graph runs (worker only)
+	streamAt  int   // that node's index
 }
 
 func newGraph() *graph { return &graph{ord: map[uintptr]int32{}} }

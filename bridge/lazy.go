@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"hpusim/device"
@@ -30,8 +31,9 @@ type storage struct {
 }
 
 type launch struct {
-	g *graph
-	p *plan
+	g   *graph
+	p   *plan
+	err error // compilation failed: the worker fails the graph instead of running it
 }
 
 type engine struct {
@@ -44,6 +46,15 @@ type engine struct {
 	seq      uint64
 	queue    chan launch
 
+	// closing counts graphs taken off cur but not yet queued (guarded by mu): while any
+	// is, the worker must not stream the newer current graph ahead of them.
+	closing int
+	// Streaming the current graph's prefix while the host records the rest.
+	streamMin int           // pending nodes that wake an idle worker (0: streaming off)
+	idle      atomic.Bool   // the worker is blocked waiting for work
+	kick      chan struct{} // wakes an idle worker (capacity 1)
+	streamed  atomic.Int64  // nodes run by streaming
+
 	qmu      sync.Mutex
 	qcond    *sync.Cond
 	inflight int
@@ -54,6 +65,8 @@ type engine struct {
 	recordNs  [4096]atomic.Int64
 	recordPos atomic.Int64
 	breaks    atomic.Int64 // graph breaks before CPU fallbacks
+	busyNs    atomic.Int64 // worker time running graphs (utilisation = busy / wall)
+	waitNs    atomic.Int64 // host time blocked on the worker (sync, full queue)
 }
 
 var (
@@ -71,9 +84,14 @@ func EnableLazy() {
 		return
 	}
 	e := &engine{cur: newGraph(), stos: map[uintptr]*storage{}, queue: make(chan launch, 64),
-		maxOps: envInt("PT_HPU_MAX_COMPOUND_OP_SIZE", 0)}
+		maxOps: envInt("PT_HPU_MAX_COMPOUND_OP_SIZE", 0), kick: make(chan struct{}, 1),
+		streamMin: envInt("HPUSIM_LAZY_STREAM", 8)}
+	if strings.TrimSpace(os.Getenv("HPUSIM_LAZY_STREAM")) == "0" {
+		e.streamMin = 0
+	}
 	e.qcond = sync.NewCond(&e.qmu)
 	go e.worker()
+	startLazyProfile()
 	eng = e
 	lazyOn.Store(true)
 	logf(levelInfo, "lazy mode enabled (max compound op size %d)", e.maxOps)
@@ -204,8 +222,15 @@ func (e *engine) record(op *Op, c *Call) error {
 	}
 	g.nodes = append(g.nodes, n)
 	full := e.maxOps > 0 && len(g.nodes) >= e.maxOps
+	wake := e.streamMin > 0 && len(g.nodes)-g.taken >= e.streamMin
 	e.mu.Unlock()
 	e.recorded.Add(1)
+	if wake && e.idle.Load() && e.idle.CompareAndSwap(true, false) {
+		select {
+		case e.kick <- struct{}{}:
+		default:
+		}
+	}
 	if full {
 		return e.launchCurrent("max compound op size")
 	}
@@ -260,6 +285,7 @@ func (e *engine) launchCurrent(reason string) error {
 		return nil
 	}
 	e.cur = newGraph()
+	e.closing++
 	g.dead = make([]bool, len(g.stos))
 	for i, s := range g.stos {
 		g.dead[i] = s.freed
@@ -268,16 +294,16 @@ func (e *engine) launchCurrent(reason string) error {
 	g.seq = e.seq
 	g.reason = reason
 	e.mu.Unlock()
+	// The worker may still be streaming g's prefix: a failed compilation is reported (and
+	// g released) by the worker too, after that.
 	p, err := cache.get(g)
-	if err != nil {
-		e.fail(g, 0, err)
-		e.release(g)
-		return nil
-	}
 	e.qmu.Lock()
 	e.inflight++
 	e.qmu.Unlock()
-	e.queue <- launch{g, p}
+	e.queue <- launch{g, p, err}
+	e.mu.Lock()
+	e.closing--
+	e.mu.Unlock()
 	return nil
 }
 
@@ -287,12 +313,19 @@ func (e *engine) sync(reason string) error {
 	if err := e.launchCurrent(reason); err != nil {
 		return err
 	}
+	e.wait()
+	return e.takeErr()
+}
+
+// wait blocks until the worker has run every launched graph.
+func (e *engine) wait() {
+	t0 := time.Now()
 	e.qmu.Lock()
 	for e.inflight > 0 {
 		e.qcond.Wait()
 	}
 	e.qmu.Unlock()
-	return e.takeErr()
+	e.waitNs.Add(int64(time.Since(t0)))
 }
 
 func (e *engine) takeErr() error {
@@ -303,15 +336,92 @@ func (e *engine) takeErr() error {
 	return err
 }
 
+// worker runs launched graphs in launch order; with nothing launched, it runs the
+// recorded prefix of the current graph so that execution overlaps recording.
 func (e *engine) worker() {
-	for l := range e.queue {
-		e.execute(l.g, l.p)
-		e.release(l.g)
-		e.qmu.Lock()
-		e.inflight--
-		e.qcond.Broadcast()
-		e.qmu.Unlock()
+	for {
+		select {
+		case l := <-e.queue:
+			e.runLaunch(l)
+			continue
+		default:
+		}
+		if e.streamMin > 0 && e.streamSome() {
+			continue
+		}
+		e.idle.Store(true)
+		select {
+		case l := <-e.queue:
+			e.idle.Store(false)
+			e.runLaunch(l)
+		case <-e.kick:
+		}
 	}
+}
+
+func (e *engine) runLaunch(l launch) {
+	t0 := time.Now()
+	if l.err != nil {
+		e.fail(l.g, 0, l.err)
+	} else {
+		e.execute(l.g, l.p)
+	}
+	e.release(l.g)
+	e.busyNs.Add(int64(time.Since(t0)))
+	e.qmu.Lock()
+	e.inflight--
+	e.qcond.Broadcast()
+	e.qmu.Unlock()
+}
+
+// streamSome runs the current graph's recorded but not yet run nodes, one by one, when
+// every launched graph has run (program order). Running a node early is what eager mode
+// does: its result is the same whether the compiled plan later fuses it or removes it as
+// dead. A failure stops streaming; it is raised, with the usual poisoning, when the graph
+// is launched. It reports whether it ran anything.
+func (e *engine) streamSome() bool {
+	e.mu.Lock()
+	g := e.cur
+	if e.closing > 0 || len(e.queue) > 0 || g.streamErr != nil || g.taken >= len(g.nodes) {
+		e.mu.Unlock()
+		return false
+	}
+	from, nodes := g.taken, g.nodes[g.taken:]
+	g.taken = len(g.nodes)
+	var poisoned map[int32]error
+	for i, s := range g.stos {
+		if s.poison != nil {
+			if poisoned == nil {
+				poisoned = map[int32]error{}
+			}
+			poisoned[int32(i)] = s.poison
+		}
+	}
+	e.mu.Unlock()
+	t0 := time.Now()
+	for k := range nodes {
+		n := &nodes[k]
+		var err error
+		for _, a := range n.args {
+			if a.sto >= 0 && poisoned[a.sto] != nil {
+				err = fmt.Errorf("op %s uses a tensor that holds no valid data: %v", n.op.Name, poisoned[a.sto])
+				break
+			}
+		}
+		if err == nil {
+			if err = runNode(n); err != nil {
+				err = fmt.Errorf("failed in op %s: %v", n.op.Name, err)
+			}
+		}
+		if err != nil {
+			g.streamErr, g.streamAt = err, from+k
+			break
+		}
+		g.done = from + k + 1
+	}
+	e.streamed.Add(int64(g.done - from))
+	e.busyNs.Add(int64(time.Since(t0)))
+	return true
 }
 
 // fail records a graph failure at node index `from` (program order): the error names the
@@ -421,10 +531,6 @@ func PendingOps() int {
 func Quiesce() {
 	if e := eng; e != nil {
 		e.launchCurrent("host access")
-		e.qmu.Lock()
-		for e.inflight > 0 {
-			e.qcond.Wait()
-		}
-		e.qmu.Unlock()
+		e.wait()
 	}
 }

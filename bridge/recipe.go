@@ -137,6 +137,9 @@ type Stats struct {
 	PendingOps    int              `json:"pending_ops"`
 	Inflight      int              `json:"inflight"`
 	RecordNsMed   int64            `json:"record_ns_median"`
+	WorkerBusyNs  int64            `json:"worker_busy_ns"` // worker time spent running graphs
+	HostWaitNs    int64            `json:"host_wait_ns"`   // host time blocked waiting for the worker
+	StreamedOps   int64            `json:"streamed_ops"`   // nodes run while their graph was recorded
 	Launched      uint64           `json:"launched"`
 	LastRecipe    string           `json:"last_recipe"`
 	LastHit       bool             `json:"last_hit"`
@@ -162,6 +165,9 @@ func StatsJSON() string {
 		s.RecordedOps = e.recorded.Load()
 		s.PendingOps = PendingOps()
 		s.RecordNsMed = RecordCostMedian()
+		s.WorkerBusyNs = e.busyNs.Load()
+		s.HostWaitNs = e.waitNs.Load()
+		s.StreamedOps = e.streamed.Load()
 		e.qmu.Lock()
 		s.Inflight = e.inflight
 		e.qmu.Unlock()

@@ -10,11 +10,18 @@ import (
 // graph's own operands (its addresses and scalars), stopping at the first failure.
 
 func (e *engine) execute(g *graph, p *plan) {
+	if g.streamErr != nil {
+		e.fail(g, g.streamAt, fmt.Errorf("lazy graph #%d %v", g.seq, g.streamErr))
+		return
+	}
 	poisoned := e.poisonedIn(g)
 	for _, st := range p.steps {
 		nodes := []int{st.node}
 		if st.group != nil {
 			nodes = st.group.nodes
+		}
+		if nodes[len(nodes)-1] < g.done {
+			continue // already run by streaming
 		}
 		if poisoned != nil {
 			for _, ni := range nodes {
@@ -26,6 +33,20 @@ func (e *engine) execute(g *graph, p *plan) {
 					}
 				}
 			}
+		}
+		if nodes[0] < g.done {
+			// A fused group the streamed prefix cut: its remaining nodes run one by one
+			// (their inputs are all in memory, as the prefix ran unfused).
+			for _, ni := range nodes {
+				if ni < g.done {
+					continue
+				}
+				if err := runNode(&g.nodes[ni]); err != nil {
+					e.fail(g, ni, fmt.Errorf("lazy graph #%d failed in op %s: %v", g.seq, g.nodes[ni].op.Name, err))
+					return
+				}
+			}
+			continue
 		}
 		var failed int
 		var err error

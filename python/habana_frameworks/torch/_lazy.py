@@ -64,6 +64,11 @@ def stats() -> dict:
     (total and per recipe), graph breaks, recorded ops."""
     lib = _lib()
     n = lib.hpusim_lazy_stats(None, 0)
-    buf = ctypes.create_string_buffer(n + 1)
-    lib.hpusim_lazy_stats(buf, n + 1)
-    return json.loads(buf.value.decode())
+    while True:
+        # The counters may grow between the calls (the worker runs meanwhile): leave room,
+        # and retry if the text still did not fit.
+        size = n + 256
+        buf = ctypes.create_string_buffer(size)
+        n = lib.hpusim_lazy_stats(buf, size)
+        if n < size:
+            return json.loads(buf.value.decode())
