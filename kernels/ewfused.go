@@ -99,7 +99,7 @@ func FusedElementwise(sizes []int64, ops []FusedOperand, steps []FusedStep) (int
 			for lo := int64(0); lo < n; lo += ewChunk {
 				m := min(ewChunk, n-lo)
 				for k := range steps {
-					w.step(k, &steps[k], ptrs, s, real, dts, lo, m)
+					w.step(&steps[k], ptrs, s, real, dts, lo, m)
 				}
 			}
 		}
@@ -119,18 +119,19 @@ func sameShape(a, b []int64) bool {
 	return true
 }
 
-// fusedWorker is one worker's scratch: per step, input and output buffers of the step's
-// class; per virtual operand, its values for the current chunk.
+// fusedWorker is one worker's scratch: input and output buffers of each class shared by
+// every step (a step's inputs are consumed before the next step loads), and per virtual
+// operand its values for the current chunk (indexed by operand).
 type fusedWorker struct {
-	in32  [][][]float32
-	in64  [][][]float64
-	inI   [][][]int64
-	out32 [][]float32
-	out64 [][]float64
-	outI  [][]int64
-	v32   map[int][]float32
-	v64   map[int][]float64
-	vI    map[int][]int64
+	in32  [][]float32
+	in64  [][]float64
+	inI   [][]int64
+	out32 []float32
+	out64 []float64
+	outI  []int64
+	v32   [][]float32
+	v64   [][]float64
+	vI    [][]int64
 	a32   [][]float32
 	a64   [][]float64
 	aI    [][]int64
@@ -139,50 +140,55 @@ type fusedWorker struct {
 }
 
 func newFusedWorker(ops []FusedOperand, steps []FusedStep) *fusedWorker {
-	n := len(steps)
-	w := &fusedWorker{in32: make([][][]float32, n), in64: make([][][]float64, n), inI: make([][][]int64, n),
-		out32: make([][]float32, n), out64: make([][]float64, n), outI: make([][]int64, n),
-		v32: map[int][]float32{}, v64: map[int][]float64{}, vI: map[int][]int64{},
-		fb: make([]float64, ewChunk)}
-	maxIn := 0
-	for k, st := range steps {
-		maxIn = max(maxIn, len(st.Ins))
+	w := &fusedWorker{v32: make([][]float32, len(ops)), v64: make([][]float64, len(ops)), vI: make([][]int64, len(ops))}
+	var n32, n64, nI int
+	for _, st := range steps {
 		switch classOf(st.CDT) {
 		case classF32:
-			for range st.Ins {
-				w.in32[k] = append(w.in32[k], make([]float32, ewChunk))
+			n32 = max(n32, len(st.Ins))
+			if w.out32 == nil {
+				w.out32 = make([]float32, ewChunk)
 			}
-			w.out32[k] = make([]float32, ewChunk)
 			if ops[st.Out].Virtual && w.v32[st.Out] == nil {
 				w.v32[st.Out] = make([]float32, ewChunk)
 			}
 		case classF64:
-			for range st.Ins {
-				w.in64[k] = append(w.in64[k], make([]float64, ewChunk))
+			n64 = max(n64, len(st.Ins))
+			if w.out64 == nil {
+				w.out64 = make([]float64, ewChunk)
 			}
-			w.out64[k] = make([]float64, ewChunk)
 			if ops[st.Out].Virtual && w.v64[st.Out] == nil {
 				w.v64[st.Out] = make([]float64, ewChunk)
 			}
 		default:
-			for range st.Ins {
-				w.inI[k] = append(w.inI[k], make([]int64, ewChunk))
+			nI = max(nI, len(st.Ins))
+			if w.outI == nil {
+				w.outI = make([]int64, ewChunk)
+				w.fb = make([]float64, ewChunk)
 			}
-			w.outI[k] = make([]int64, ewChunk)
 			if ops[st.Out].Virtual && w.vI[st.Out] == nil {
 				w.vI[st.Out] = make([]int64, ewChunk)
 			}
 		}
 	}
-	w.a32 = make([][]float32, maxIn)
-	w.a64 = make([][]float64, maxIn)
-	w.aI = make([][]int64, maxIn)
+	w.in32, w.a32 = make([][]float32, n32), make([][]float32, n32)
+	for j := range w.in32 {
+		w.in32[j] = make([]float32, ewChunk)
+	}
+	w.in64, w.a64 = make([][]float64, n64), make([][]float64, n64)
+	for j := range w.in64 {
+		w.in64[j] = make([]float64, ewChunk)
+	}
+	w.inI, w.aI = make([][]int64, nI), make([][]int64, nI)
+	for j := range w.inI {
+		w.inI[j] = make([]int64, ewChunk)
+	}
 	return w
 }
 
 // step runs one op on elements [lo, lo+m) of the current row, loading and storing each
 // operand exactly as the eager row functions (ewRowF32/F64/I64) do.
-func (w *fusedWorker) step(k int, st *FusedStep, ptrs []unsafe.Pointer, s []int64, real []int, dts []DType, lo, m int64) {
+func (w *fusedWorker) step(st *FusedStep, ptrs []unsafe.Pointer, s []int64, real []int, dts []DType, lo, m int64) {
 	o := st.Out
 	switch classOf(st.CDT) {
 	case classF32:
@@ -191,7 +197,7 @@ func (w *fusedWorker) step(k int, st *FusedStep, ptrs []unsafe.Pointer, s []int6
 			if r := real[x]; r < 0 {
 				ins[j] = w.v32[x][:m]
 			} else {
-				ins[j] = loadF32(w.in32[k][j][:m], dts[x], at(ptrs[r], lo*s[r]), s[r], &w.tmp)
+				ins[j] = loadF32(w.in32[j][:m], dts[x], at(ptrs[r], lo*s[r]), s[r], &w.tmp)
 			}
 		}
 		r := real[o]
@@ -201,7 +207,7 @@ func (w *fusedWorker) step(k int, st *FusedStep, ptrs []unsafe.Pointer, s []int6
 		case dts[o] == Float32 && s[r] == 4:
 			st.Op.F32(unsafe.Slice((*float32)(at(ptrs[r], lo*s[r])), m), ins, st.P)
 		default:
-			out := w.out32[k][:m]
+			out := w.out32[:m]
 			st.Op.F32(out, ins, st.P)
 			storeF32(at(ptrs[r], lo*s[r]), s[r], dts[o], out, &w.tmp)
 		}
@@ -215,7 +221,7 @@ func (w *fusedWorker) step(k int, st *FusedStep, ptrs []unsafe.Pointer, s []int6
 			case dts[x] == Float64 && s[r] == 8:
 				ins[j] = unsafe.Slice((*float64)(at(ptrs[r], lo*s[r])), m)
 			default:
-				ins[j] = w.in64[k][j][:m]
+				ins[j] = w.in64[j][:m]
 				loadFloat(ins[j], dts[x], at(ptrs[r], lo*s[r]), s[r])
 			}
 		}
@@ -226,7 +232,7 @@ func (w *fusedWorker) step(k int, st *FusedStep, ptrs []unsafe.Pointer, s []int6
 		case dts[o] == Float64 && s[r] == 8:
 			st.Op.F64(unsafe.Slice((*float64)(at(ptrs[r], lo*s[r])), m), ins, st.P)
 		default:
-			out := w.out64[k][:m]
+			out := w.out64[:m]
 			st.Op.F64(out, ins, st.P)
 			storeFloat(at(ptrs[r], lo*s[r]), s[r], dts[o], out)
 		}
@@ -240,7 +246,7 @@ func (w *fusedWorker) step(k int, st *FusedStep, ptrs []unsafe.Pointer, s []int6
 			case dts[x] == Int64 && s[r] == 8:
 				ins[j] = unsafe.Slice((*int64)(at(ptrs[r], lo*s[r])), m)
 			default:
-				ins[j] = w.inI[k][j][:m]
+				ins[j] = w.inI[j][:m]
 				q := at(ptrs[r], lo*s[r])
 				if dts[x].IsFloat() {
 					fb := w.fb[:m]
@@ -260,7 +266,7 @@ func (w *fusedWorker) step(k int, st *FusedStep, ptrs []unsafe.Pointer, s []int6
 		case dts[o] == Int64 && s[r] == 8:
 			st.Op.I64(unsafe.Slice((*int64)(at(ptrs[r], lo*s[r])), m), ins, st.P)
 		default:
-			out := w.outI[k][:m]
+			out := w.outI[:m]
 			st.Op.I64(out, ins, st.P)
 			q := at(ptrs[r], lo*s[r])
 			if dts[o].IsFloat() {
