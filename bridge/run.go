@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"fmt"
+	"slices"
 
 	"hpusim/kernels"
 )
@@ -11,8 +12,12 @@ import (
 
 func (e *engine) execute(g *graph, p *plan) {
 	if g.streamErr != nil {
-		e.fail(g, g.streamAt, fmt.Errorf("lazy graph #%d %v", g.seq, g.streamErr))
-		return
+		if !slices.Contains(p.removed, g.streamAt) {
+			e.fail(g, g.streamAt, fmt.Errorf("lazy graph #%d %v", g.seq, g.streamErr))
+			return
+		}
+		// The failed node is dead code (the plan removes it; only streaming ran it): as
+		// without streaming, its failure is no failure. The rest runs from it on.
 	}
 	poisoned := e.poisonedIn(g)
 	for _, st := range p.steps {

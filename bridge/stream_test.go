@@ -126,3 +126,40 @@ func TestStreamedFailureRaisesAtTrigger(t *testing.T) {
 	Free(out.p)
 	Free(later.p)
 }
+
+// A streamed node that fails but is dead code (the plan removes it) raises nothing, as
+// without streaming; the graph's live results are still produced.
+func TestStreamedFailureOfDeadNodeIsNoFailure(t *testing.T) {
+	if eng.streamMin == 0 {
+		t.Skip("streaming disabled by HPUSIM_LAZY_STREAM=0")
+	}
+	if err := Step(true, "test"); err != nil {
+		t.Fatal(err)
+	}
+	a, dead, live := newBuf(t, 10), newBuf(t, 10), newBuf(t, 10)
+	for i := range a.f32() {
+		a.f32()[i] = float32(i) - 4.5
+	}
+	bad := &Call{T: []kernels.Tensor{dead.all(), a.all(), a.all()}, I: []int64{99}} // fails if run
+	if err := Execute(opID(t, "ew.add"), bad); err != nil {
+		t.Fatalf("recording should not fail: %v", err)
+	}
+	for i := 1; i < eng.streamMin; i++ {
+		ew(t, "ew.abs", live.all(), []kernels.Tensor{a.all()})
+	}
+	waitStreamed(t)
+	ew(t, "ew.neg", live.all(), []kernels.Tensor{live.all()})
+	if err := Free(dead.p); err != nil {
+		t.Fatal(err)
+	}
+	if err := Step(true, "test"); err != nil {
+		t.Fatalf("a dead node's failure was raised: %v", err)
+	}
+	for i, v := range live.f32() {
+		if want := -float32(math.Abs(float64(i) - 4.5)); v != want {
+			t.Fatalf("element %d: %v, want %v", i, v, want)
+		}
+	}
+	Free(a.p)
+	Free(live.p)
+}
