@@ -76,9 +76,21 @@ def worker_main(args: argparse.Namespace) -> None:
         import bench_training
 
         dtype = getattr(torch, args.autocast) if args.autocast else None
+        lazy = args.device == "hpu" and os.environ.get("PT_HPU_LAZY_MODE") == "1"
+        if lazy:
+            from habana_frameworks.torch import _lazy
+            s0, w0 = _lazy.stats(), time.perf_counter()
         result: dict[str, Any] = {"training": bench_training.run(args.models.split(","), args.device, dtype, args.quick)}
-        if args.device == "hpu" and os.environ.get("PT_HPU_LAZY_MODE") == "1":
+        if lazy:
             result["lazy_record"] = lazy_record_cost()
+            # Over the whole training run (warm-up included): how busy the Go worker was,
+            # how long the host blocked on it, and the ops run while still being recorded.
+            s1, wall = _lazy.stats(), time.perf_counter() - w0
+            result["lazy_record"].update({
+                "worker_utilisation": (s1["worker_busy_ns"] - s0["worker_busy_ns"]) / 1e9 / wall,
+                "host_wait_fraction": (s1["host_wait_ns"] - s0["host_wait_ns"]) / 1e9 / wall,
+                "streamed_fraction": (s1["streamed_ops"] - s0["streamed_ops"]) / max(1, s1["recorded_ops"] - s0["recorded_ops"]),
+            })
     else:
         import bench_gemm
 
@@ -229,6 +241,10 @@ def format_tables(results: dict[str, Any]) -> str:
     if rec:
         out.append(f"Lazy recording, median host cost per op: {rec['python_us_per_op']:.1f} us end to end "
                    f"from Python, {rec['go_us_per_op']:.2f} us inside Go (target <= 15 us)")
+        if "worker_utilisation" in rec:
+            out.append(f"Lazy worker busy {rec['worker_utilisation']:.0%} of the training time, host blocked on it "
+                       f"{rec['host_wait_fraction']:.0%}, ops run while their graph was recorded "
+                       f"{rec['streamed_fraction']:.0%}")
         out.append("")
     gemm = results.get("gemm", {})
     if "rows" in gemm:
