@@ -226,6 +226,50 @@ func Fill(dst Tensor, f float64, i int64, isInt bool) error {
 	default:
 		storeFloat(e, 0, dst.DType, []float64{f})
 	}
-	src := Tensor{Ptr: e, DType: dst.DType, Sizes: dst.Sizes, Strides: make([]int64, len(dst.Sizes))}
-	return Copy(dst, src)
+	es := int64(dst.DType.Size())
+	pat := elem[:es]
+	n, st := int64(1), int64(1)
+	contiguous := true
+	for d := len(dst.Sizes) - 1; d >= 0; d-- {
+		if dst.Sizes[d] != 1 && dst.Strides[d] != st {
+			contiguous = false
+		}
+		st *= dst.Sizes[d]
+		n *= dst.Sizes[d]
+	}
+	if n == 0 {
+		return nil
+	}
+	if contiguous {
+		fillBytes(unsafe.Slice((*byte)(dst.Ptr), n*es), pat)
+		return nil
+	}
+	l := newLayout(dst.Sizes, [][]int64{dst.Strides}, []int{int(es)})
+	l.run([]unsafe.Pointer{dst.Ptr}, 1, func(p []unsafe.Pointer, s []int64, n int64) {
+		if s[0] == es {
+			fillBytes(unsafe.Slice((*byte)(p[0]), n*es), pat)
+			return
+		}
+		for k := int64(0); k < n; k++ {
+			copy(unsafe.Slice((*byte)(at(p[0], k*s[0])), es), pat)
+		}
+	})
+	return nil
+}
+
+// fillBytes repeats pat (one element's bytes) over b: memclr for zero, else the pattern
+// doubled with memmove.
+func fillBytes(b, pat []byte) {
+	zero := true
+	for _, x := range pat {
+		zero = zero && x == 0
+	}
+	if zero {
+		clear(b)
+		return
+	}
+	k := copy(b, pat)
+	for k < len(b) {
+		k += copy(b[k:], b[:k])
+	}
 }

@@ -2,6 +2,9 @@ package kernels
 
 import (
 	"fmt"
+	"math"
+	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -29,6 +32,121 @@ type EWOp struct {
 
 const ewChunk = 1024
 
+// ewCost is the relative per-element cost the engine passes to ParallelFor: with Grain
+// (32K) a call is considered for a split over goroutines from 32K elements on; below that
+// the goroutine start-up and join cost more than the split saves.
+const ewCost = 2
+
+// ewScratch is one worker's reusable state: conversion buffers per operand (allocated on
+// first use, never zeroed: every element read was written in the same chunk), the row
+// pointers and the iteration counters. Pooled, so a small call allocates next to nothing.
+type ewScratch struct {
+	f32  [][]float32
+	f64  [][]float64
+	i64  [][]int64
+	tmp  []float64
+	fb   []float64
+	in32 [][]float32
+	in64 [][]float64
+	inI  [][]int64
+	ptrs []unsafe.Pointer
+	offs []int64
+	idx  []int64
+	// Stride-0 operands: the value (bits) whose broadcast fills the operand's buffer and
+	// how many leading elements hold it; reset per call.
+	sbits []uint64
+	sfill []int64
+}
+
+var ewPool = sync.Pool{New: func() any { return new(ewScratch) }}
+
+func getEWScratch(nops, dims int) *ewScratch {
+	w := ewPool.Get().(*ewScratch)
+	if len(w.f32) < nops {
+		w.f32 = make([][]float32, nops)
+		w.f64 = make([][]float64, nops)
+		w.i64 = make([][]int64, nops)
+		w.in32 = make([][]float32, nops)
+		w.in64 = make([][]float64, nops)
+		w.inI = make([][]int64, nops)
+		w.ptrs = make([]unsafe.Pointer, nops)
+		w.offs = make([]int64, nops)
+		w.sbits = make([]uint64, nops)
+		w.sfill = make([]int64, nops)
+	}
+	if len(w.idx) < dims {
+		w.idx = make([]int64, dims)
+	}
+	for i := range w.sfill {
+		w.sfill[i] = 0
+	}
+	return w
+}
+
+func (w *ewScratch) buf32(k int) []float32 {
+	if w.f32[k] == nil {
+		w.f32[k] = make([]float32, ewChunk)
+	}
+	return w.f32[k]
+}
+
+func (w *ewScratch) buf64(k int) []float64 {
+	if w.f64[k] == nil {
+		w.f64[k] = make([]float64, ewChunk)
+	}
+	return w.f64[k]
+}
+
+func (w *ewScratch) bufI(k int) []int64 {
+	if w.i64[k] == nil {
+		w.i64[k] = make([]int64, ewChunk)
+	}
+	return w.i64[k]
+}
+
+func (w *ewScratch) floatBuf() []float64 {
+	if w.fb == nil {
+		w.fb = make([]float64, ewChunk)
+	}
+	return w.fb
+}
+
+// bcast returns buf[:m] holding m copies of the value with bits b, filling only when the
+// buffer does not hold them already (the value is re-read every chunk, so an output that
+// overwrote it is still seen).
+func bcast[T any](w *ewScratch, k int, buf []T, m int64, b uint64, v T) []T {
+	if w.sfill[k] < m || w.sbits[k] != b {
+		for i := range buf[:m] {
+			buf[i] = v
+		}
+		w.sbits[k], w.sfill[k] = b, m
+	}
+	return buf[:m]
+}
+
+// scalarF32 is the float32 the conversion loops make of the element at p.
+func scalarF32(dt DType, p unsafe.Pointer) float32 {
+	switch dt {
+	case Float32:
+		return *(*float32)(p)
+	case BFloat16:
+		return BF16ToF32(*(*uint16)(p))
+	}
+	var t [1]float64
+	loadFloat(t[:], dt, p, 0)
+	return float32(t[0])
+}
+
+// ewKernel is one Elementwise call: the op's function for the compute class, the operand
+// dtypes (output first) and the op's parameters.
+type ewKernel struct {
+	f32 EWFunc[float32]
+	f64 EWFunc[float64]
+	i64 EWFunc[int64]
+	dts []DType
+	p   []float64
+}
+
 // Elementwise runs op with out = T[0] and inputs T[1:], computing in class cdt.
 func Elementwise(op *EWOp, cdt DType, out Tensor, ins []Tensor, p []float64) error {
 	if len(ins) != op.NIn {
@@ -37,8 +155,12 @@ func Elementwise(op *EWOp, cdt DType, out Tensor, ins []Tensor, p []float64) err
 	if !cdt.Valid() {
 		return fmt.Errorf("%s: invalid compute dtype %d", op.Name, int32(cdt))
 	}
-	all := append([]Tensor{out}, ins...)
-	for i, t := range all {
+	nops := len(ins) + 1
+	for i := 0; i < nops; i++ {
+		t := out
+		if i > 0 {
+			t = ins[i-1]
+		}
 		if err := t.Validate(); err != nil {
 			return fmt.Errorf("%s: operand %d: %v", op.Name, i, err)
 		}
@@ -51,138 +173,322 @@ func Elementwise(op *EWOp, cdt DType, out Tensor, ins []Tensor, p []float64) err
 			}
 		}
 	}
-	strides := make([][]int64, len(all))
-	es := make([]int, len(all))
-	bases := make([]unsafe.Pointer, len(all))
-	for i, t := range all {
-		strides[i] = t.Strides
-		es[i] = t.DType.Size()
-		bases[i] = t.Ptr
-	}
-	l := newLayout(out.Sizes, strides, es)
-	dts := make([]DType, len(all))
-	for i, t := range all {
-		dts[i] = t.DType
+	k := &ewKernel{p: p, dts: make([]DType, nops)}
+	k.dts[0] = out.DType
+	for i, t := range ins {
+		k.dts[i+1] = t.DType
 	}
 	switch {
 	case cdt == Float64:
 		if op.F64 == nil {
 			return fmt.Errorf("%s: float64 not supported", op.Name)
 		}
-		l.runPer(bases, 4, func() rowFunc { return ewRowF64(op.F64, dts, p) })
+		k.f64 = op.F64
 	case cdt.IsFloat():
 		if op.F32 == nil {
 			return fmt.Errorf("%s: %v not supported", op.Name, cdt)
 		}
-		l.runPer(bases, 4, func() rowFunc { return ewRowF32(op.F32, dts, p) })
+		k.f32 = op.F32
 	default:
 		if op.I64 == nil {
 			return fmt.Errorf("%s: %v not supported", op.Name, cdt)
 		}
-		l.runPer(bases, 2, func() rowFunc { return ewRowI64(op.I64, dts, p) })
+		k.i64 = op.I64
 	}
+	if n, ok := flatEW(out, ins); ok {
+		k.runFlat(out, ins, n)
+		return nil
+	}
+	strides := make([][]int64, nops)
+	es := make([]int, nops)
+	bases := make([]unsafe.Pointer, nops)
+	for i := 0; i < nops; i++ {
+		t := out
+		if i > 0 {
+			t = ins[i-1]
+		}
+		strides[i], es[i], bases[i] = t.Strides, t.DType.Size(), t.Ptr
+	}
+	k.runLayout(newLayout(out.Sizes, strides, es), bases)
 	return nil
 }
 
-func ewRowF32(f EWFunc[float32], dts []DType, p []float64) rowFunc {
-	nin := len(dts) - 1
-	bufs := make([][]float32, len(dts))
-	for i := range bufs {
-		bufs[i] = make([]float32, ewChunk)
+// flatEW reports whether the call is one flat row: the output contiguous and every input
+// either laid out as the output or a broadcast scalar (all strides 0). n is the numel.
+func flatEW(out Tensor, ins []Tensor) (int64, bool) {
+	n, st := int64(1), int64(1)
+	for d := len(out.Sizes) - 1; d >= 0; d-- {
+		if out.Sizes[d] != 1 && out.Strides[d] != st {
+			return 0, false
+		}
+		st *= out.Sizes[d]
+		n *= out.Sizes[d]
 	}
-	var tmp []float64
-	ins := make([][]float32, nin)
-	return func(ptrs []unsafe.Pointer, s []int64, n int64) {
-		for lo := int64(0); lo < n; lo += ewChunk {
-			m := min(ewChunk, n-lo)
-			for k := 0; k < nin; k++ {
-				ins[k] = loadF32(bufs[k+1][:m], dts[k+1], at(ptrs[k+1], lo*s[k+1]), s[k+1], &tmp)
-			}
-			op := at(ptrs[0], lo*s[0])
-			if dts[0] == Float32 && s[0] == 4 {
-				f(unsafe.Slice((*float32)(op), m), ins, p)
+	for _, t := range ins {
+		same, zero := true, true
+		for d, s := range t.Strides {
+			if out.Sizes[d] == 1 {
 				continue
 			}
-			o := bufs[0][:m]
-			f(o, ins, p)
-			storeF32(op, s[0], dts[0], o, &tmp)
+			same = same && s == out.Strides[d]
+			zero = zero && s == 0
 		}
+		if !same && !zero {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// runFlat runs a flatEW call: one row of n elements. From 32K elements on (ewCost, Grain)
+// it times a first serial slice and splits the rest over workers only if that rest would
+// take longer than ewSplitMin: op costs differ ~100x (add vs gelu), and a split of a
+// short call loses more to goroutine start-up and join than it gains.
+func (k *ewKernel) runFlat(out Tensor, ins []Tensor, n int64) {
+	if n == 0 {
+		return
+	}
+	nops := len(ins) + 1
+	w := getEWScratch(nops, 1)
+	defer ewPool.Put(w)
+	if Workers() <= 1 || n*ewCost < 2*Grain {
+		k.flatChunk(w, out, ins, n, 0, n)
+		return
+	}
+	first := int64(4 * ewChunk)
+	t0 := time.Now()
+	k.flatChunk(w, out, ins, n, 0, first)
+	rest := time.Duration(float64(time.Since(t0)) * float64(n-first) / float64(first))
+	if rest < ewSplitMin {
+		k.flatChunk(w, out, ins, n, first, n)
+		return
+	}
+	ParallelFor(n-first, 1<<30, func(lo, hi int64) {
+		w := getEWScratch(nops, 1)
+		k.flatChunk(w, out, ins, n, first+lo, first+hi)
+		ewPool.Put(w)
+	})
+}
+
+// ewSplitMin is the least estimated serial time worth splitting over workers.
+const ewSplitMin = 40 * time.Microsecond
+
+func (k *ewKernel) flatChunk(w *ewScratch, out Tensor, ins []Tensor, n, lo, hi int64) {
+	nops := len(ins) + 1
+	s := w.offs[:nops] // the row's byte strides
+	ptrs := w.ptrs[:nops]
+	for i := 0; i < nops; i++ {
+		t := out
+		if i > 0 {
+			t = ins[i-1]
+		}
+		es := int64(t.DType.Size())
+		s[i] = es
+		if i > 0 && n > 1 && isZeroStrided(t, out) {
+			s[i] = 0
+		}
+		ptrs[i] = at(t.Ptr, lo*s[i])
+	}
+	k.row(w, ptrs, s, hi-lo)
+}
+
+func isZeroStrided(t, out Tensor) bool {
+	for d, st := range t.Strides {
+		if out.Sizes[d] != 1 && st != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// runLayout runs the call over a coalesced layout, rows split over workers when large.
+func (k *ewKernel) runLayout(l layout, bases []unsafe.Pointer) {
+	d := len(l.sizes)
+	inner := l.sizes[d-1]
+	rows := int64(1)
+	for _, s := range l.sizes[:d-1] {
+		rows *= s
+	}
+	if rows*inner == 0 {
+		return
+	}
+	nops := len(bases)
+	innerStrides := make([]int64, nops)
+	for op := range innerStrides {
+		innerStrides[op] = l.strides[op][d-1]
+	}
+	if rows == 1 {
+		ParallelFor(inner, ewCost, func(lo, hi int64) {
+			w := getEWScratch(nops, d)
+			ptrs := w.ptrs[:nops]
+			for op := range ptrs {
+				ptrs[op] = at(bases[op], lo*innerStrides[op])
+			}
+			k.row(w, ptrs, innerStrides, hi-lo)
+			ewPool.Put(w)
+		})
+		return
+	}
+	ParallelFor(rows, inner*ewCost, func(lo, hi int64) {
+		w := getEWScratch(nops, d)
+		idx := w.idx[:d-1]
+		rem := lo
+		for j := d - 2; j >= 0; j-- {
+			idx[j] = rem % l.sizes[j]
+			rem /= l.sizes[j]
+		}
+		offs := w.offs[:nops]
+		for op := range offs {
+			offs[op] = 0
+			for j := 0; j < d-1; j++ {
+				offs[op] += idx[j] * l.strides[op][j]
+			}
+		}
+		ptrs := w.ptrs[:nops]
+		for r := lo; r < hi; r++ {
+			for op := range ptrs {
+				ptrs[op] = at(bases[op], offs[op])
+			}
+			k.row(w, ptrs, innerStrides, inner)
+			for j := d - 2; j >= 0; j-- {
+				idx[j]++
+				for op := range offs {
+					offs[op] += l.strides[op][j]
+				}
+				if idx[j] < l.sizes[j] {
+					break
+				}
+				for op := range offs {
+					offs[op] -= idx[j] * l.strides[op][j]
+				}
+				idx[j] = 0
+			}
+		}
+		ewPool.Put(w)
+	})
+}
+
+func (k *ewKernel) row(w *ewScratch, ptrs []unsafe.Pointer, s []int64, n int64) {
+	switch {
+	case k.f64 != nil:
+		k.rowF64(w, ptrs, s, n)
+	case k.f32 != nil:
+		k.rowF32(w, ptrs, s, n)
+	default:
+		k.rowI64(w, ptrs, s, n)
 	}
 }
 
-func ewRowF64(f EWFunc[float64], dts []DType, p []float64) rowFunc {
-	nin := len(dts) - 1
-	bufs := make([][]float64, len(dts))
-	for i := range bufs {
-		bufs[i] = make([]float64, ewChunk)
-	}
-	ins := make([][]float64, nin)
-	return func(ptrs []unsafe.Pointer, s []int64, n int64) {
-		for lo := int64(0); lo < n; lo += ewChunk {
-			m := min(ewChunk, n-lo)
-			for k := 0; k < nin; k++ {
-				q := at(ptrs[k+1], lo*s[k+1])
-				if dts[k+1] == Float64 && s[k+1] == 8 {
-					ins[k] = unsafe.Slice((*float64)(q), m)
-				} else {
-					ins[k] = bufs[k+1][:m]
-					loadFloat(ins[k], dts[k+1], q, s[k+1])
-				}
+func (k *ewKernel) rowF32(w *ewScratch, ptrs []unsafe.Pointer, s []int64, n int64) {
+	dts, nin := k.dts, len(k.dts)-1
+	ins := w.in32[:nin]
+	for lo := int64(0); lo < n; lo += ewChunk {
+		m := min(ewChunk, n-lo)
+		for j := 0; j < nin; j++ {
+			q, dt := at(ptrs[j+1], lo*s[j+1]), dts[j+1]
+			switch {
+			case dt == Float32 && s[j+1] == 4:
+				ins[j] = unsafe.Slice((*float32)(q), m)
+			case s[j+1] == 0:
+				v := scalarF32(dt, q)
+				ins[j] = bcast(w, j+1, w.buf32(j+1), m, uint64(math.Float32bits(v)), v)
+			default:
+				ins[j] = loadF32(w.buf32(j + 1)[:m], dt, q, s[j+1], &w.tmp)
 			}
-			op := at(ptrs[0], lo*s[0])
-			if dts[0] == Float64 && s[0] == 8 {
-				f(unsafe.Slice((*float64)(op), m), ins, p)
-				continue
-			}
-			o := bufs[0][:m]
-			f(o, ins, p)
-			storeFloat(op, s[0], dts[0], o)
 		}
+		op := at(ptrs[0], lo*s[0])
+		if dts[0] == Float32 && s[0] == 4 {
+			k.f32(unsafe.Slice((*float32)(op), m), ins, k.p)
+			continue
+		}
+		o := w.buf32(0)[:m]
+		k.f32(o, ins, k.p)
+		storeF32(op, s[0], dts[0], o, &w.tmp)
 	}
 }
 
-func ewRowI64(f EWFunc[int64], dts []DType, p []float64) rowFunc {
-	nin := len(dts) - 1
-	bufs := make([][]int64, len(dts))
-	for i := range bufs {
-		bufs[i] = make([]int64, ewChunk)
+func (k *ewKernel) rowF64(w *ewScratch, ptrs []unsafe.Pointer, s []int64, n int64) {
+	dts, nin := k.dts, len(k.dts)-1
+	ins := w.in64[:nin]
+	for lo := int64(0); lo < n; lo += ewChunk {
+		m := min(ewChunk, n-lo)
+		for j := 0; j < nin; j++ {
+			q, dt := at(ptrs[j+1], lo*s[j+1]), dts[j+1]
+			switch {
+			case dt == Float64 && s[j+1] == 8:
+				ins[j] = unsafe.Slice((*float64)(q), m)
+			case s[j+1] == 0:
+				var t [1]float64
+				loadFloat(t[:], dt, q, 0)
+				ins[j] = bcast(w, j+1, w.buf64(j+1), m, math.Float64bits(t[0]), t[0])
+			default:
+				ins[j] = w.buf64(j + 1)[:m]
+				loadFloat(ins[j], dt, q, s[j+1])
+			}
+		}
+		op := at(ptrs[0], lo*s[0])
+		if dts[0] == Float64 && s[0] == 8 {
+			k.f64(unsafe.Slice((*float64)(op), m), ins, k.p)
+			continue
+		}
+		o := w.buf64(0)[:m]
+		k.f64(o, ins, k.p)
+		storeFloat(op, s[0], dts[0], o)
 	}
-	ins := make([][]int64, nin)
-	fb := make([]float64, ewChunk)
-	return func(ptrs []unsafe.Pointer, s []int64, n int64) {
-		for lo := int64(0); lo < n; lo += ewChunk {
-			m := min(ewChunk, n-lo)
-			for k := 0; k < nin; k++ {
-				q := at(ptrs[k+1], lo*s[k+1])
-				if dts[k+1] == Int64 && s[k+1] == 8 {
-					ins[k] = unsafe.Slice((*int64)(q), m)
-				} else {
-					ins[k] = bufs[k+1][:m]
-					if dts[k+1].IsFloat() {
-						loadFloat(fb[:m], dts[k+1], q, s[k+1])
-						for i, v := range fb[:m] {
-							ins[k][i] = floatToInt64(v)
-						}
-					} else {
-						loadInt(ins[k], dts[k+1], q, s[k+1])
-					}
+}
+
+// loadI64 is the int64 compute class's view of one element.
+func loadI64(dt DType, p unsafe.Pointer) int64 {
+	var t [1]float64
+	if dt.IsFloat() {
+		loadFloat(t[:], dt, p, 0)
+		return floatToInt64(t[0])
+	}
+	var u [1]int64
+	loadInt(u[:], dt, p, 0)
+	return u[0]
+}
+
+func (k *ewKernel) rowI64(w *ewScratch, ptrs []unsafe.Pointer, s []int64, n int64) {
+	dts, nin := k.dts, len(k.dts)-1
+	ins := w.inI[:nin]
+	for lo := int64(0); lo < n; lo += ewChunk {
+		m := min(ewChunk, n-lo)
+		for j := 0; j < nin; j++ {
+			q, dt := at(ptrs[j+1], lo*s[j+1]), dts[j+1]
+			switch {
+			case dt == Int64 && s[j+1] == 8:
+				ins[j] = unsafe.Slice((*int64)(q), m)
+			case s[j+1] == 0:
+				v := loadI64(dt, q)
+				ins[j] = bcast(w, j+1, w.bufI(j+1), m, uint64(v), v)
+			case dt.IsFloat():
+				fb := w.floatBuf()[:m]
+				loadFloat(fb, dt, q, s[j+1])
+				ins[j] = w.bufI(j + 1)[:m]
+				for i, v := range fb {
+					ins[j][i] = floatToInt64(v)
 				}
+			default:
+				ins[j] = w.bufI(j + 1)[:m]
+				loadInt(ins[j], dt, q, s[j+1])
 			}
-			op := at(ptrs[0], lo*s[0])
-			if dts[0] == Int64 && s[0] == 8 {
-				f(unsafe.Slice((*int64)(op), m), ins, p)
-				continue
+		}
+		op := at(ptrs[0], lo*s[0])
+		if dts[0] == Int64 && s[0] == 8 {
+			k.i64(unsafe.Slice((*int64)(op), m), ins, k.p)
+			continue
+		}
+		o := w.bufI(0)[:m]
+		k.i64(o, ins, k.p)
+		if dts[0].IsFloat() {
+			fb := w.floatBuf()[:m]
+			for i, v := range o {
+				fb[i] = float64(v)
 			}
-			o := bufs[0][:m]
-			f(o, ins, p)
-			if dts[0].IsFloat() {
-				for i, v := range o {
-					fb[i] = float64(v)
-				}
-				storeFloat(op, s[0], dts[0], fb[:m])
-			} else {
-				storeInt(op, s[0], dts[0], o)
-			}
+			storeFloat(op, s[0], dts[0], fb)
+		} else {
+			storeInt(op, s[0], dts[0], o)
 		}
 	}
 }
