@@ -1,8 +1,12 @@
 """Matrix products (mm, addmm, bmm, ...) lowered to Go's GEMM.
 
-Every lowering first runs the op on meta tensors: that validates shapes and dtypes with
-torch's own checks (so errors match the CPU ones) and yields the result's shape. Float
-dtypes (float32, bfloat16, float16, float64) run natively; others go to the CPU fallback.
+The hot path validates with plain integer checks (dims, sizes, one float dtype, an out= of
+the right shape and dtype) and computes the result's shape itself: running the op on meta
+tensors costs hundreds of microseconds per call (addmm's meta is a Python decomposition).
+Anything else (a mismatch, integer dtypes, an out= to resize) takes the slow path: the CPU
+kernels' checks in their order and messages, then the meta op for what those leave
+(broadcast errors, resize warnings). Float dtypes (float32, bfloat16, float16, float64)
+run natively; others go to the CPU fallback.
 """
 from __future__ import annotations
 
@@ -61,10 +65,11 @@ def _check_dtypes(*ts: torch.Tensor, op: str = "") -> None:
             raise NotNative
 
 
-def resize_out(out: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """Resize an out= tensor to the shape the meta kernel produced (torch's semantics)."""
-    if out.shape != m.shape:
-        out.resize_(m.shape)
+def resize_out(out: torch.Tensor, m) -> torch.Tensor:
+    """Resize an out= tensor to m's shape (a meta kernel's result or a torch.Size)."""
+    shape = m if isinstance(m, torch.Size) else m.shape
+    if out.shape != shape:
+        out.resize_(shape)
     return out
 
 
@@ -80,26 +85,98 @@ def gemm(out3, a3, b3, self3=None, alpha=1.0, beta=0.0, naive=False) -> None:
     _native.run("bgemm", ts, (int(naive),), (float(alpha), float(beta)))
 
 
+def _fast_out(out, shape, dtype) -> bool:
+    """out= needs neither a resize (with its warning) nor a dtype error."""
+    return out is None or (out.dtype == dtype and out.shape == shape)
+
+
+def _bcast_ok(t: torch.Tensor, shape) -> bool:
+    """t expands to shape (trailing-aligned, sizes equal or 1)."""
+    if t.dim() > len(shape):
+        return False
+    for a, b in zip(reversed(t.shape), reversed(shape)):
+        if a != b and a != 1:
+            return False
+    return True
+
+
+def _out_dtype_check(out, dtype) -> None:
+    if out is not None and out.dtype != dtype:
+        raise RuntimeError(f"Expected out tensor to have dtype {_CNAME.get(dtype, dtype)}, "
+                           f"but got {_CNAME.get(out.dtype, out.dtype)} instead")
+
+
+def _inplace_check(self: torch.Tensor, shape) -> None:
+    if tuple(self.shape) != tuple(shape):
+        raise RuntimeError(f"Bad in-place call: input tensor size {list(self.shape)} and output "
+                           f"tensor size {list(shape)} should match")
+
+
+def _new_out(out, shape, dtype, device):
+    if out is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    return resize_out(out, torch.Size(shape))
+
+
+def _mm_checks(a: torch.Tensor, b: torch.Tensor, out) -> None:
+    """CPU mm's checks, in its order."""
+    if a.dim() != 2:
+        raise RuntimeError("self must be a matrix")
+    if b.dim() != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} "
+                           f"and {b.shape[0]}x{b.shape[1]})")
+    _out_dtype_check(out, a.dtype)
+    _check_dtypes(a, b, op="mm")
+
+
 @native("aten::mm", "aten::mm.out")
 def mm(self, mat2, *, out=None):
-    m = aten.mm(meta(self), meta(mat2)) if out is None else aten.mm.out(meta(self), meta(mat2), out=meta(out))
-    _check_dtypes(self, mat2, op="mm")
-    if out is None:
-        out = torch.empty(m.shape, dtype=m.dtype, device=self.device)
+    d = self.dtype
+    if (self.dim() == 2 and mat2.dim() == 2 and self.shape[1] == mat2.shape[0]
+            and d in _FLOATS and mat2.dtype == d
+            and _fast_out(out, (self.shape[0], mat2.shape[1]), d)):
+        shape = (self.shape[0], mat2.shape[1])
     else:
-        resize_out(out, m)
+        _mm_checks(self, mat2, out)
+        m = aten.mm(meta(self), meta(mat2)) if out is None else aten.mm.out(meta(self), meta(mat2), out=meta(out))
+        shape = m.shape
+    out = _new_out(out, shape, d, self.device)
     gemm(out.unsqueeze(0), self.unsqueeze(0), mat2.unsqueeze(0))
     return out
 
 
+def _bmm_checks(b1: torch.Tensor, b2: torch.Tensor) -> None:
+    """CPU bmm/baddbmm's shape checks."""
+    if b1.dim() != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if b2.dim() != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if b2.shape[0] != b1.shape[0] or b2.shape[1] != b1.shape[2]:
+        raise RuntimeError("Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{b1.shape[0]}, {b1.shape[2]}] but got: [{b2.shape[0]}, {b2.shape[1]}].")
+
+
+def _bmm_fast(b1: torch.Tensor, b2: torch.Tensor) -> bool:
+    return (b1.dim() == 3 and b2.dim() == 3 and b1.shape[0] == b2.shape[0]
+            and b1.shape[2] == b2.shape[1] and b1.dtype in _FLOATS and b2.dtype == b1.dtype)
+
+
 @native("aten::bmm", "aten::bmm.out")
 def bmm(self, mat2, *, out=None):
-    m = aten.bmm(meta(self), meta(mat2)) if out is None else aten.bmm.out(meta(self), meta(mat2), out=meta(out))
-    _check_dtypes(self, mat2)
-    if out is None:
-        out = torch.empty(m.shape, dtype=m.dtype, device=self.device)
+    d = self.dtype
+    if _bmm_fast(self, mat2) and _fast_out(out, (self.shape[0], self.shape[1], mat2.shape[2]), d):
+        shape = (self.shape[0], self.shape[1], mat2.shape[2])
     else:
-        resize_out(out, m)
+        _bmm_checks(self, mat2)
+        _out_dtype_check(out, mat2.dtype)  # CPU's result takes batch2's dtype
+        if mat2.dtype != d:
+            raise RuntimeError(f"expected scalar type {_tn(d)} but found {_tn(mat2.dtype)}")
+        m = aten.bmm(meta(self), meta(mat2)) if out is None else aten.bmm.out(meta(self), meta(mat2), out=meta(out))
+        _check_dtypes(self, mat2)
+        shape = m.shape
+    out = _new_out(out, shape, d, self.device)
     # CPU bmm runs its own loop instead of BLAS when one product is this small
     naive = out.dtype in (torch.float32, torch.float64) and \
         self.shape[1] * self.shape[2] * mat2.shape[2] < 400
@@ -107,76 +184,152 @@ def bmm(self, mat2, *, out=None):
     return out
 
 
+def _addmm_checks(self, mat1, mat2, out=None, inplace=False) -> None:
+    """CPU addmm's checks, in its order (the expand of self raises on its own)."""
+    if self.dtype != mat2.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got {_tn(self.dtype)} and {_tn(mat2.dtype)}")
+    if mat1.dtype != mat2.dtype:
+        raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got {_tn(mat1.dtype)} and {_tn(mat2.dtype)}")
+    if mat1.dim() != 2:
+        raise RuntimeError(f"mat1 must be a matrix, got {mat1.dim()}-D tensor")
+    if mat2.dim() != 2:
+        raise RuntimeError(f"mat2 must be a matrix, got {mat2.dim()}-D tensor")
+    if mat1.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x{mat1.shape[1]} "
+                           f"and {mat2.shape[0]}x{mat2.shape[1]})")
+    shape = (mat1.shape[0], mat2.shape[1])
+    _out_dtype_check(out, mat1.dtype)
+    if inplace:
+        _inplace_check(self, shape)
+    else:
+        self.expand(shape)
+
+
+def _addmm_fast(self, mat1, mat2) -> bool:
+    d = self.dtype
+    return (mat1.dim() == 2 and mat2.dim() == 2 and mat1.shape[1] == mat2.shape[0]
+            and d in _FLOATS and mat1.dtype == d and mat2.dtype == d)
+
+
 @native("aten::addmm", "aten::addmm.out")
 def addmm(self, mat1, mat2, *, beta=1, alpha=1, out=None):
-    args = (meta(self), meta(mat1), meta(mat2))
-    m = aten.addmm(*args, beta=beta, alpha=alpha) if out is None else \
-        aten.addmm.out(*args, beta=beta, alpha=alpha, out=meta(out))
-    _check_dtypes(self, mat1, mat2, op="addmm")
-    a, b = _scalar(alpha), _scalar(beta)
-    if out is None:
-        out = torch.empty(m.shape, dtype=m.dtype, device=mat1.device)
+    if _addmm_fast(self, mat1, mat2) and _bcast_ok(self, (mat1.shape[0], mat2.shape[1])) and \
+            _fast_out(out, (mat1.shape[0], mat2.shape[1]), self.dtype):
+        shape = (mat1.shape[0], mat2.shape[1])
     else:
-        resize_out(out, m)
+        _addmm_checks(self, mat1, mat2, out)
+        args = (meta(self), meta(mat1), meta(mat2))
+        m = aten.addmm(*args, beta=beta, alpha=alpha) if out is None else \
+            aten.addmm.out(*args, beta=beta, alpha=alpha, out=meta(out))
+        _check_dtypes(self, mat1, mat2, op="addmm")
+        shape = m.shape
+    a, b = _scalar(alpha), _scalar(beta)
+    out = _new_out(out, shape, mat1.dtype, mat1.device)
     gemm(out.unsqueeze(0), mat1.unsqueeze(0), mat2.unsqueeze(0),
-         self.expand(m.shape).unsqueeze(0), a, b)
+         self.expand(shape).unsqueeze(0), a, b)
     return out
 
 
 @native("aten::addmm_")
 def addmm_(self, mat1, mat2, *, beta=1, alpha=1):
-    aten.addmm_(meta(self), meta(mat1), meta(mat2), beta=beta, alpha=alpha)
-    _check_dtypes(self, mat1, mat2, op="addmm")
+    if not (_addmm_fast(self, mat1, mat2) and tuple(self.shape) == (mat1.shape[0], mat2.shape[1])):
+        _addmm_checks(self, mat1, mat2, inplace=True)
+        aten.addmm_(meta(self), meta(mat1), meta(mat2), beta=beta, alpha=alpha)
+        _check_dtypes(self, mat1, mat2, op="addmm")
     s = self.unsqueeze(0)
     gemm(s, mat1.unsqueeze(0), mat2.unsqueeze(0), s, _scalar(alpha), _scalar(beta))
     return self
 
 
+def _baddbmm_checks(self, batch1, batch2, out=None, inplace=False) -> None:
+    """CPU baddbmm's checks, in its order."""
+    shape = (batch1.size(0), batch1.size(1), batch2.size(2))
+    if not inplace:
+        self.expand(shape)
+    if self.dtype != batch1.dtype:
+        raise RuntimeError(f"Input dtypes must be the same, got: input {_CNAME.get(self.dtype, self.dtype)}, "
+                           f"batch1: {_CNAME.get(batch1.dtype, batch1.dtype)}, "
+                           f"batch2: {_CNAME.get(batch2.dtype, batch2.dtype)}")
+    _bmm_checks(batch1, batch2)
+    _out_dtype_check(out, batch2.dtype)  # CPU's result takes batch2's dtype
+    if batch2.dtype != batch1.dtype:
+        raise RuntimeError(f"expected scalar type {_tn(batch1.dtype)} but found {_tn(batch2.dtype)}")
+    if inplace:
+        _inplace_check(self, shape)
+
+
 @native("aten::baddbmm", "aten::baddbmm.out")
 def baddbmm(self, batch1, batch2, *, beta=1, alpha=1, out=None):
-    args = (meta(self), meta(batch1), meta(batch2))
-    m = aten.baddbmm(*args, beta=beta, alpha=alpha) if out is None else \
-        aten.baddbmm.out(*args, beta=beta, alpha=alpha, out=meta(out))
-    _check_dtypes(self, batch1, batch2)
-    if out is None:
-        out = torch.empty(m.shape, dtype=m.dtype, device=batch1.device)
+    d = self.dtype
+    if _bmm_fast(batch1, batch2) and batch1.dtype == d and \
+            _bcast_ok(self, (batch1.shape[0], batch1.shape[1], batch2.shape[2])) and \
+            _fast_out(out, (batch1.shape[0], batch1.shape[1], batch2.shape[2]), d):
+        shape = (batch1.shape[0], batch1.shape[1], batch2.shape[2])
     else:
-        resize_out(out, m)
-    gemm(out, batch1, batch2, self.expand(m.shape), _scalar(alpha), _scalar(beta))
+        _baddbmm_checks(self, batch1, batch2, out)
+        args = (meta(self), meta(batch1), meta(batch2))
+        m = aten.baddbmm(*args, beta=beta, alpha=alpha) if out is None else \
+            aten.baddbmm.out(*args, beta=beta, alpha=alpha, out=meta(out))
+        _check_dtypes(self, batch1, batch2)
+        shape = m.shape
+    out = _new_out(out, shape, batch1.dtype, batch1.device)
+    gemm(out, batch1, batch2, self.expand(shape), _scalar(alpha), _scalar(beta))
     return out
 
 
 @native("aten::baddbmm_")
 def baddbmm_(self, batch1, batch2, *, beta=1, alpha=1):
-    aten.baddbmm_(meta(self), meta(batch1), meta(batch2), beta=beta, alpha=alpha)
-    _check_dtypes(self, batch1, batch2)
+    if not (_bmm_fast(batch1, batch2) and batch1.dtype == self.dtype and
+            tuple(self.shape) == (batch1.shape[0], batch1.shape[1], batch2.shape[2])):
+        _baddbmm_checks(self, batch1, batch2, inplace=True)
+        aten.baddbmm_(meta(self), meta(batch1), meta(batch2), beta=beta, alpha=alpha)
+        _check_dtypes(self, batch1, batch2)
     gemm(self, batch1, batch2, self, _scalar(alpha), _scalar(beta))
     return self
 
 
+def _addmv_checks(self, mat, vec) -> None:
+    """CPU addmv's shape checks."""
+    if not (mat.dim() == 2 and vec.dim() == 1 and self.dim() <= 1):
+        raise RuntimeError(f"vector + matrix @ vector expected, got {self.dim()}, {mat.dim()}, {vec.dim()}")
+    if not (mat.shape[1] == vec.shape[0] and (mat.shape[0] == self.numel() or self.numel() == 1)):
+        raise RuntimeError(f"size mismatch, got input ({self.size(0)}), mat ({mat.shape[0]}x{mat.shape[1]}), "
+                           f"vec ({vec.shape[0]})")
+
+
 @native("aten::addmv", "aten::addmv.out")
 def addmv(self, mat, vec, *, beta=1, alpha=1, out=None):
-    args = (meta(self), meta(mat), meta(vec))
-    m = aten.addmv(*args, beta=beta, alpha=alpha) if out is None else \
-        aten.addmv.out(*args, beta=beta, alpha=alpha, out=meta(out))
-    _check_dtypes(self, mat, vec)
-    if out is None:
-        out = torch.empty(m.shape, dtype=m.dtype, device=mat.device)
-    else:
-        resize_out(out, m)
+    _addmv_checks(self, mat, vec)
+    d = mat.dtype
+    if not (d in _FLOATS and vec.dtype == d and self.dtype == d and _fast_out(out, (mat.shape[0],), d)):
+        if vec.dtype != d:
+            raise RuntimeError(f"expected scalar type {_tn(d)} but found {_tn(vec.dtype)}")
+        _out_dtype_check(out, d)
+        if self.dtype != d:  # CPU copies self into the result (mat's dtype) first
+            self = self.to(d)
+        _check_dtypes(self, mat, vec)
+    shape = (mat.shape[0],)
+    out = _new_out(out, shape, d, mat.device)
     gemm(out.unsqueeze(0).unsqueeze(-1), mat.unsqueeze(0), vec.unsqueeze(0).unsqueeze(-1),
-         self.expand(m.shape).unsqueeze(0).unsqueeze(-1), _scalar(alpha), _scalar(beta))
+         self.expand(shape).unsqueeze(0).unsqueeze(-1), _scalar(alpha), _scalar(beta))
     return out
 
 
 @native("aten::dot", "aten::dot.out")
 def dot(self, tensor, *, out=None):
-    m = aten.dot(meta(self), meta(tensor)) if out is None else aten.dot.out(meta(self), meta(tensor), out=meta(out))
-    _check_dtypes(self, tensor, op="dot")
-    if out is None:
-        out = torch.empty(m.shape, dtype=m.dtype, device=self.device)
-    else:
-        resize_out(out, m)
+    d = self.dtype
+    if not (self.dim() == 1 and tensor.dim() == 1 and self.shape[0] == tensor.shape[0]
+            and d in _FLOATS and tensor.dtype == d and _fast_out(out, (), d)):
+        if self.dim() != 1 or tensor.dim() != 1:
+            raise RuntimeError(f"1D tensors expected, but got {self.dim()}D and {tensor.dim()}D tensors")
+        _check_dtypes(self, tensor, op="dot")
+        if self.numel() != tensor.numel():
+            raise RuntimeError(f"inconsistent tensor size, expected tensor [{self.numel()}] and src "
+                               f"[{tensor.numel()}] to have the same number of elements, but got "
+                               f"{self.numel()} and {tensor.numel()} elements respectively")
+        if out is not None:  # the out= checks and resize warning
+            aten.dot.out(meta(self), meta(tensor), out=meta(out))
+    out = _new_out(out, (), d, self.device)
     gemm(out.view(1, 1, 1), self.view(1, 1, -1),
          tensor.unsqueeze(0).unsqueeze(-1))
     return out
