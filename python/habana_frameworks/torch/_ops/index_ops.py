@@ -13,6 +13,9 @@ that shape; element p addresses view(p) + sum_k index_k(p) * stride_k.
 """
 from __future__ import annotations
 
+import math
+import warnings
+
 import torch
 
 from .. import _native
@@ -541,19 +544,72 @@ def _num(v):
     return v.item() if isinstance(v, torch.Tensor) else v
 
 
+def _fmt(v) -> str:
+    """A number as C++'s ostream prints it (6 significant digits, inf, nan)."""
+    if isinstance(v, int):
+        return str(v)
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return "nan" if math.isnan(v) else f"{v:g}"
+
+
+def _arange_size(start, end, step, dtype: torch.dtype) -> int:
+    """torch CPU arange's checks and length, in its accumulation type: int64 for integral
+    dtypes (each bound truncated first), float for bfloat16/float16, double otherwise.
+    Python's own arithmetic here never raises (a meta call raised ZeroDivisionError for an
+    integral step that truncates to 0, where CPU says "step must be nonzero")."""
+    if dtype == torch.bool or any(isinstance(x, complex) for x in (start, end, step)):
+        raise NotNative  # the CPU kernel's own error
+    if not dtype.is_floating_point:
+        if any(isinstance(x, float) and not (math.isfinite(x) and abs(x) < 2.0 ** 63)
+               for x in (start, end, step)):
+            raise NotNative  # Scalar conversion errors: let CPU raise them
+        xs, xe, xst = int(start), int(end), int(step)
+    elif dtype in _REDUCED:
+        if any(math.isfinite(float(x)) and abs(float(x)) > 3.4028234663852886e38 for x in (start, end, step)):
+            raise RuntimeError("value cannot be converted to type float without overflow")
+        xs, xe, xst = (float(torch.tensor(float(x), dtype=torch.float32)) for x in (start, end, step))
+    else:
+        xs, xe, xst = float(start), float(end), float(step)
+    if not (xst > 0 or xst < 0):
+        raise RuntimeError("step must be nonzero")
+    if not (math.isfinite(xs) and math.isfinite(xe)):
+        raise RuntimeError(f"unsupported range: {_fmt(xs)} -> {_fmt(xe)}")
+    if not ((xst > 0 and xe >= xs) or (xst < 0 and xe <= xs)):
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    if isinstance(xst, int):
+        sgn = 1 if xst > 0 else -1
+        num = xe - xs + xst - sgn
+        q = abs(num) // abs(xst)  # C++ integer division truncates toward zero
+        size_d = float(q if (num >= 0) == (xst > 0) else -q)
+    else:
+        try:
+            size_d = math.ceil((float(end) - float(start)) / float(step))
+        except (OverflowError, ValueError):  # inf / nan
+            size_d = math.nan
+    if not (0 <= size_d <= 9.223372036854775807e18):
+        raise RuntimeError("invalid size, possible overflow?")
+    return int(size_d)
+
+
 @native("aten::arange.start_out")
 def arange_start_out(start, end, step=1, *, out):
     start, end, step = _num(start), _num(end), _num(step)
-    m = meta(out)
-    aten.arange.start_out(start, end, step, out=m)  # size, and torch's argument errors
-    if out.dtype not in _CODE or any(isinstance(x, complex) for x in (start, end, step)):
+    if out.dtype not in _CODE:
         raise NotNative
-    if out.shape != m.shape:
-        out.resize_(m.shape)
+    size = _arange_size(start, end, step, out.dtype)
+    n = out.numel()
+    if n != size:
+        if n > 0:
+            warnings.warn(f"The number of elements in the out tensor of shape {list(out.shape)} is {n} which "
+                          f"does not match the computed number of elements {size}. Note that this may occur "
+                          f"as a result of rounding error. The out tensor will be resized to a tensor of shape "
+                          f"({size},).")
+        out.resize_((size,))
     if out.numel():
         is_int = not out.dtype.is_floating_point
-        if is_int and not all(isinstance(x, (int, bool)) for x in (start, step)):
-            raise NotNative
+        if out.dim() != 1 or (is_int and not all(isinstance(x, (int, bool)) for x in (start, step))):
+            raise NotNative  # CPU keeps an out of the right numel in its shape
         _native.run("arange", [out], (int(is_int), int(start) if is_int else 0, int(step) if is_int else 0),
                     (float(start), float(step)))
     return out
