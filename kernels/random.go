@@ -190,6 +190,10 @@ func Dropout(out, mask, in Tensor, s Stream, p float64) error {
 	}
 	keepP := 1 - p
 	dt, mt := in.DType, mask.DType
+	if dt == Float32 && (mt == Bool || mt == Uint8) && out.IsContiguous() && in.IsContiguous() && mask.IsContiguous() {
+		dropoutF32(out, mask, in, s, keepP, scale)
+		return nil
+	}
 	rndGenFill(s, out, []Tensor{mask, in}, 4, 3, func(w *[4]uint32, lane int64, offs []int64) {
 		m := 0.0
 		if rndU32(w, lane) < keepP {
@@ -215,6 +219,17 @@ func DropoutBackward(gin, grad, mask Tensor, scale float64) error {
 	n := grad.Numel()
 	strides := [][]int64{ixByteStrides(gin), ixByteStrides(grad), ixByteStrides(mask)}
 	dt, mt := grad.DType, mask.DType
+	if dt == Float32 && (mt == Bool || mt == Uint8) && n > 0 && gin.IsContiguous() && grad.IsContiguous() && mask.IsContiguous() {
+		o := unsafe.Slice((*float32)(gin.Ptr), n)
+		g := unsafe.Slice((*float32)(grad.Ptr), n)
+		m := unsafe.Slice((*uint8)(mask.Ptr), n)
+		ParallelFor(n, 2, func(lo, hi int64) {
+			for i := lo; i < hi; i++ {
+				o[i] = float32(float64(float32(float64(g[i])*float64(m[i]))) * scale)
+			}
+		})
+		return nil
+	}
 	ParallelFor(n, 2, func(lo, hi int64) {
 		ixWalkRange(grad.Sizes, strides, lo, hi, func(offs []int64) {
 			v := ixGetF(at(grad.Ptr, offs[1]), dt) * ixGetF(at(mask.Ptr, offs[2]), mt)
@@ -236,4 +251,30 @@ func rndGetRounded(v float64, dt DType) float64 {
 	p := unsafe.Pointer(&b)
 	ixSetF(p, dt, v)
 	return ixGetF(p, dt)
+}
+
+// dropoutF32 is Dropout for contiguous float32 with a bool/uint8 mask: the same blocks,
+// lanes and arithmetic as the generic walk, without its per-element dispatch.
+func dropoutF32(out, mask, in Tensor, s Stream, keepP, scale float64) {
+	n := in.Numel()
+	if n == 0 {
+		return
+	}
+	o := unsafe.Slice((*float32)(out.Ptr), n)
+	x := unsafe.Slice((*float32)(in.Ptr), n)
+	m := unsafe.Slice((*uint8)(mask.Ptr), n)
+	ParallelFor((n+3)/4, 12, func(lo, hi int64) {
+		for b := lo; b < hi; b++ {
+			w := s.Block(uint64(b))
+			e := b * 4
+			for lane := int64(0); lane < 4 && e < n; lane, e = lane+1, e+1 {
+				k := 0.0
+				if float64(w[lane])*0x1p-32 < keepP {
+					k = 1
+				}
+				m[e] = uint8(k)
+				o[e] = float32(float64(x[e]) * k * scale)
+			}
+		}
+	})
 }

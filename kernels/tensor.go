@@ -24,23 +24,46 @@ const (
 	BFloat16 DType = 15
 )
 
-var dtypeInfo = map[DType]struct {
+type dtypeEntry struct {
 	name string
 	size int
-}{
+}
+
+// dtypeInfo is indexed by the dtype code (dense, small): Size and Valid sit on hot
+// paths (reduction and elementwise inner loops), where a map lookup cost several percent.
+var dtypeInfo = [...]dtypeEntry{
 	Uint8: {"uint8", 1}, Int8: {"int8", 1}, Int16: {"int16", 2}, Int32: {"int32", 4},
 	Int64: {"int64", 8}, Float16: {"float16", 2}, Float32: {"float32", 4},
 	Float64: {"float64", 8}, Bool: {"bool", 1}, BFloat16: {"bfloat16", 2},
 }
 
-// Valid reports whether the dtype is one the emulator stores.
-func (d DType) Valid() bool { _, ok := dtypeInfo[d]; return ok }
+func (d DType) entry() (dtypeEntry, bool) {
+	if uint32(d) >= uint32(len(dtypeInfo)) || dtypeInfo[d].size == 0 {
+		return dtypeEntry{}, false
+	}
+	return dtypeInfo[d], true
+}
 
-// Size is the element size in bytes.
-func (d DType) Size() int { return dtypeInfo[d].size }
+// Valid reports whether the dtype is one the emulator stores.
+func (d DType) Valid() bool { _, ok := d.entry(); return ok }
+
+// Size is the element size in bytes (0 for an unknown code).
+func (d DType) Size() int {
+	switch d {
+	case Float32, Int32:
+		return 4
+	case Float64, Int64:
+		return 8
+	case Float16, BFloat16, Int16:
+		return 2
+	case Uint8, Int8, Bool:
+		return 1
+	}
+	return 0
+}
 
 func (d DType) String() string {
-	if i, ok := dtypeInfo[d]; ok {
+	if i, ok := d.entry(); ok {
 		return i.name
 	}
 	return fmt.Sprintf("dtype(%d)", int32(d))
