@@ -104,62 +104,6 @@ func storePlanes[T gemmFloat](t Tensor, n int, src []T, bias []T) {
 	})
 }
 
-// im2col fills col [Cg*KH*KW, OH*OW] from x ([C,H,W] contiguous), channels of group gi.
-func im2col[T gemmFloat](col, x []T, g convGeom, p ConvParams, gi int) {
-	ParallelFor(int64(g.Kc), int64(g.P), func(lo, hi int64) {
-		for r := int(lo); r < int(hi); r++ {
-			c, kh, kw := r/(g.KH*g.KW), (r/g.KW)%g.KH, r%g.KW
-			plane := x[(gi*g.Cg+c)*g.H*g.W:]
-			dst := col[r*g.P : (r+1)*g.P]
-			for oh := 0; oh < g.OH; oh++ {
-				ih := oh*p.StrideH - p.PadH + kh*p.DilH
-				row := dst[oh*g.OW : (oh+1)*g.OW]
-				if ih < 0 || ih >= g.H {
-					clear(row)
-					continue
-				}
-				src := plane[ih*g.W:]
-				for ow := range row {
-					iw := ow*p.StrideW - p.PadW + kw*p.DilW
-					if iw < 0 || iw >= g.W {
-						row[ow] = 0
-					} else {
-						row[ow] = src[iw]
-					}
-				}
-			}
-		}
-	})
-}
-
-// col2im adds col [Cg*KH*KW, OH*OW] into dx ([C,H,W] contiguous), channels of group gi.
-// Parallel over channels, so no two workers write the same element.
-func col2im[T gemmFloat](dx, col []T, g convGeom, p ConvParams, gi int) {
-	ParallelFor(int64(g.Cg), int64(g.KH*g.KW*g.P), func(lo, hi int64) {
-		for c := int(lo); c < int(hi); c++ {
-			plane := dx[(gi*g.Cg+c)*g.H*g.W : (gi*g.Cg+c+1)*g.H*g.W]
-			for k := 0; k < g.KH*g.KW; k++ {
-				kh, kw := k/g.KW, k%g.KW
-				src := col[(c*g.KH*g.KW+k)*g.P:]
-				for oh := 0; oh < g.OH; oh++ {
-					ih := oh*p.StrideH - p.PadH + kh*p.DilH
-					if ih < 0 || ih >= g.H {
-						continue
-					}
-					drow := plane[ih*g.W : (ih+1)*g.W]
-					srow := src[oh*g.OW : (oh+1)*g.OW]
-					for ow, v := range srow {
-						iw := ow*p.StrideW - p.PadW + kw*p.DilW
-						if iw >= 0 && iw < g.W {
-							drow[iw] += v
-						}
-					}
-				}
-			}
-		}
-	})
-}
-
 func ptrOf[T gemmFloat](s []T) unsafe.Pointer {
 	if len(s) == 0 {
 		var z T
@@ -217,41 +161,6 @@ func pointwise(g convGeom, p ConvParams) bool {
 	return g.KH == 1 && g.KW == 1 && p.StrideH == 1 && p.StrideW == 1 && p.PadH == 0 && p.PadW == 0
 }
 
-func convFwd[T gemmFloat](out, in, weight Tensor, bias *Tensor, g convGeom, p ConvParams) {
-	if g.N == 0 || g.O == 0 || g.P == 0 {
-		return
-	}
-	w := loadAll[T](weight) // [O, Kc]
-	var b []T
-	if bias != nil {
-		b = load1D[T](*bias)
-	}
-	x := make([]T, g.C*g.H*g.W)
-	y := make([]T, g.O*g.P)
-	var col []T
-	if !pointwise(g, p) {
-		col = make([]T, g.Kc*g.P)
-	}
-	for n := 0; n < g.N; n++ {
-		if g.Kc == 0 {
-			clear(y)
-		} else {
-			loadPlanes(x, in, n)
-			for gi := 0; gi < g.G; gi++ {
-				c := x[gi*g.Cg*g.H*g.W:]
-				if col != nil {
-					im2col(col, x, g, p, gi)
-					c = col
-				}
-				blasGemm(false, false, g.Og, g.P, g.Kc, T(1), ptrOf(w[gi*g.Og*g.Kc:]), g.Kc,
-					ptrOf(c), g.P, T(0), ptrOf(y[gi*g.Og*g.P:]), g.P)
-			}
-		}
-		storePlanes(Tensor{Ptr: out.Ptr, DType: out.DType, Sizes: []int64{int64(g.N), int64(g.O), int64(g.OH), int64(g.OW)},
-			Strides: out.Strides}, n, y, b)
-	}
-}
-
 // Conv2dBackward computes the gradients selected by non-nil outputs: gin (like in), gw
 // (like weight), gb ([O]).
 func Conv2dBackward(gin, gw, gb *Tensor, gout, in, weight Tensor, p ConvParams) error {
@@ -282,82 +191,6 @@ func Conv2dBackward(gin, gw, gb *Tensor, gout, in, weight Tensor, p ConvParams) 
 		convBwd[float32](gin, gw, gb, gout, in, weight, g, p)
 	}
 	return nil
-}
-
-func convBwd[T gemmFloat](gin, gw, gb *Tensor, gout, in, weight Tensor, g convGeom, p ConvParams) {
-	w := loadAll[T](weight) // [O, Kc]
-	dy := make([]T, g.O*g.P)
-	var x, col, dx, dw, db []T
-	pw := pointwise(g, p)
-	if gw != nil {
-		x = make([]T, g.C*g.H*g.W)
-		dw = make([]T, g.O*g.Kc)
-	}
-	if gin != nil {
-		dx = make([]T, g.C*g.H*g.W)
-	}
-	if !pw && (gw != nil || gin != nil) {
-		col = make([]T, g.Kc*g.P)
-	}
-	if gb != nil {
-		db = make([]T, g.O)
-	}
-	for n := 0; n < g.N; n++ {
-		loadPlanes(dy, gout, n)
-		if db != nil {
-			for o := 0; o < g.O; o++ {
-				var s T
-				for _, v := range dy[o*g.P : (o+1)*g.P] {
-					s += v
-				}
-				db[o] += s
-			}
-		}
-		if g.P == 0 || g.Kc == 0 {
-			if gin != nil {
-				clear(dx)
-				storePlanes(*gin, n, dx, nil)
-			}
-			continue
-		}
-		if gw != nil {
-			loadPlanes(x, in, n)
-			for gi := 0; gi < g.G; gi++ {
-				c := x[gi*g.Cg*g.H*g.W:]
-				if !pw {
-					im2col(col, x, g, p, gi)
-					c = col
-				}
-				// dW_g += dY_g [Og×P] @ col^T [P×Kc]
-				blasGemm(false, true, g.Og, g.Kc, g.P, T(1), ptrOf(dy[gi*g.Og*g.P:]), g.P,
-					ptrOf(c), g.P, T(1), ptrOf(dw[gi*g.Og*g.Kc:]), g.Kc)
-			}
-		}
-		if gin != nil {
-			clear(dx)
-			for gi := 0; gi < g.G; gi++ {
-				if pw {
-					// dX_g = W_g^T [Cg×Og] @ dY_g [Og×P], written straight into dx.
-					blasGemm(true, false, g.Kc, g.P, g.Og, T(1), ptrOf(w[gi*g.Og*g.Kc:]), g.Kc,
-						ptrOf(dy[gi*g.Og*g.P:]), g.P, T(0), ptrOf(dx[gi*g.Cg*g.P:]), g.P)
-					continue
-				}
-				blasGemm(true, false, g.Kc, g.P, g.Og, T(1), ptrOf(w[gi*g.Og*g.Kc:]), g.Kc,
-					ptrOf(dy[gi*g.Og*g.P:]), g.P, T(0), ptrOf(col), g.P)
-				col2im(dx, col, g, p, gi)
-			}
-			storePlanes(*gin, n, dx, nil)
-		}
-	}
-	if gw != nil {
-		per := g.Cg * g.KH * g.KW
-		for o := 0; o < g.O; o++ {
-			storePlanes(*gw, o, dw[o*per:(o+1)*per], nil)
-		}
-	}
-	if gb != nil {
-		storeRowT(gb.Ptr, gb.Strides[0]*int64(gb.DType.Size()), gb.DType, db)
-	}
 }
 
 // densePlanes reports whether dims 1..3 of t are laid out as one contiguous block.
