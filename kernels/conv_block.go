@@ -296,8 +296,12 @@ func convBwd[T gemmFloat](gin, gw, gb *Tensor, gout, in, weight Tensor, g convGe
 	nb := convBlock(g)
 	per := g.C * g.H * g.W
 	var dw, db, sums []T
+	var dw2 []T // second partial sum of dW when its GEMM is split over the inner dim
 	if gw != nil {
 		dw = make([]T, g.O*g.Kc)
+		if g.Og*g.Kc <= splitWeightGradMax && Workers() >= 2 {
+			dw2 = make([]T, g.O*g.Kc)
+		}
 	}
 	if gb != nil {
 		db = make([]T, g.O)
@@ -346,6 +350,10 @@ func convBwd[T gemmFloat](gin, gw, gb *Tensor, gout, in, weight Tensor, g convGe
 			x := loadSamples((*xb)[:m*per], in, n0, m)
 			for gi := 0; gi < g.G; gi++ {
 				im2colBlock(col, x, g, p, gi, m)
+				if dw2 != nil {
+					weightGradSplit(dw[gi*g.Og*g.Kc:], dw2[gi*g.Og*g.Kc:], dy[gi*g.Og*mp:], col, g.Og, g.Kc, mp)
+					continue
+				}
 				blasGemm(false, true, g.Og, g.Kc, mp, T(1), ptrOf(dy[gi*g.Og*mp:]), mp,
 					ptrOf(col), mp, T(1), ptrOf(dw[gi*g.Og*g.Kc:]), g.Kc)
 			}
@@ -366,6 +374,9 @@ func convBwd[T gemmFloat](gin, gw, gb *Tensor, gout, in, weight Tensor, g convGe
 			}
 		}
 	}
+	for i := range dw2 {
+		dw[i] += dw2[i]
+	}
 	if gw != nil {
 		per := g.Cg * g.KH * g.KW
 		for o := 0; o < g.O; o++ {
@@ -375,4 +386,27 @@ func convBwd[T gemmFloat](gin, gw, gb *Tensor, gout, in, weight Tensor, g convGe
 	if gb != nil {
 		storeRowT(gb.Ptr, gb.Strides[0]*int64(gb.DType.Size()), gb.DType, db)
 	}
+}
+
+// splitWeightGradMax is the largest per-group dW (Og*Kc elements) whose GEMM is split in
+// two along its long inner dimension: OpenBLAS runs such a small-output, long-K GEMM on
+// one thread, so two concurrent single-GEMM halves use both cores.
+const splitWeightGradMax = 32 * 32
+
+// weightGradSplit adds dy[Og, k] @ col[Kc, k]^T (both with row stride k) into dw and dw2,
+// the first half of the inner dimension into dw and the second into dw2, concurrently.
+func weightGradSplit[T gemmFloat](dw, dw2, dy, col []T, og, kc, k int) {
+	h := k / 2
+	ParallelFor(2, Grain, func(lo, hi int64) {
+		for w := lo; w < hi; w++ {
+			off, n, d := 0, h, dw
+			if w == 1 {
+				off, n, d = h, k-h, dw2
+			}
+			if n == 0 {
+				continue
+			}
+			blasGemm(false, true, og, kc, n, T(1), ptrOf(dy[off:]), k, ptrOf(col[off:]), k, T(1), ptrOf(d), kc)
+		}
+	})
 }
