@@ -115,10 +115,19 @@ func MaxPool2d(out, idx, in Tensor, p PoolParams) error {
 					mi, mv := int64(h0*W+w0), math.Inf(-1)
 					for ih := h0; ih < h1; ih += p.DilH {
 						for iw := w0; iw < w1; iw += p.DilW {
+							// Branch-free select: max-pool windows of real data mispredict
+							// a compare-and-branch about half the time.
 							v := x[ih*W+iw]
-							if v > mv || math.IsNaN(v) {
-								mv, mi = v, int64(ih*W+iw)
+							m := uint64(0)
+							if v > mv {
+								m = ^uint64(0)
 							}
+							if v != v { // NaN wins, as in torch
+								m = ^uint64(0)
+							}
+							mv = math.Float64frombits(math.Float64bits(v)&m | math.Float64bits(mv)&^m)
+							k := int64(ih*W + iw)
+							mi = k&int64(m) | mi&^int64(m)
 						}
 					}
 					y[oh*OW+ow], ix[oh*OW+ow] = mv, mi
