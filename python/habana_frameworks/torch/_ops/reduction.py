@@ -50,6 +50,21 @@ def _to2d(x: torch.Tensor, red: list[int]):
     return x2, M, N, keep_shape
 
 
+def _out_view(out, x, dtype, keep_shape, keepdim, red, alloc_shape):
+    """out itself (resized to the result's shape) viewed as alloc_shape, for the kernel to
+    write into directly; None when a temporary and a copy are needed (no out=, another
+    dtype, not contiguous, or sharing x's storage)."""
+    if out is None or out.dtype != dtype:
+        return None
+    shape = keep_shape if keepdim else [s for d, s in enumerate(keep_shape) if d not in red]
+    if list(out.shape) != list(shape):
+        out.resize_(shape)
+    if not out.is_contiguous() or (out.numel() and x.numel() and
+                                   out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()):
+        return None
+    return out.view(alloc_shape)
+
+
 def _finish(res: torch.Tensor, keep_shape, keepdim, red, x, out):
     shape = keep_shape if keepdim else [s for d, s in enumerate(keep_shape) if d not in red]
     res = res.view(shape)
@@ -71,10 +86,13 @@ def _reduce(kind, x, dim, keepdim, dtype=None, params=(), out=None, out_dtype=No
     if kind in (SUM, MEAN) and x.dtype in _FLOATS and rdt in _FLOATS:
         # torch's CPU summation order, on the input as it is (no permuted copy)
         keep_shape = [1 if d in red else x.shape[d] for d in range(x.dim())]
-        res = torch.empty(keep_shape, dtype=rdt, device=x.device)
+        direct = _out_view(out, x, rdt, keep_shape, keepdim, red, keep_shape)
+        res = torch.empty(keep_shape, dtype=rdt, device=x.device) if direct is None else direct
         if res.numel():
             flags = [int(d in red) for d in range(x.dim())]
             _native.run("red.sum", [res, x], [int(kind == MEAN), torch.get_num_threads()] + flags)
+        if direct is not None:
+            return out
         return _finish(res, keep_shape, keepdim, red, x, out)
     x2, M, N, keep_shape = _to2d(x, red)
     res = torch.empty(M, dtype=rdt, device=x.device)
@@ -96,9 +114,12 @@ def _sum_int(x, dim, keepdim, dtype, out=None):
         raise NotNative
     red = _dims(x, dim)
     x2, M, N, keep_shape = _to2d(x, red)
-    res = torch.empty(M, dtype=rdt, device=x.device)
+    direct = _out_view(out, x, rdt, keep_shape, keepdim, red, (M,))
+    res = torch.empty(M, dtype=rdt, device=x.device) if direct is None else direct
     if M:
         _native.run("red.isum", [res, x2])
+    if direct is not None:
+        return out
     return _finish(res, keep_shape, keepdim, red, x, out)
 
 
