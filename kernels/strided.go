@@ -90,6 +90,7 @@ func ixCopyElem(dst, src unsafe.Pointer, es int) {
 }
 
 // Reduce kinds of the scatter/index_put family (mean is a sum here; the caller divides).
+// index_ops.py maps torch's reduce names to these codes.
 const (
 	RedNone = iota // plain store
 	RedAdd         // dst += alpha*src
@@ -97,23 +98,6 @@ const (
 	RedMax         // dst = max(dst, src), NaN propagates
 	RedMin         // dst = min(dst, src), NaN propagates
 )
-
-// ParseReduce maps torch's reduce names to the kinds above.
-func ParseReduce(s string) (int, error) {
-	switch s {
-	case "", "none":
-		return RedNone, nil
-	case "sum", "add", "mean":
-		return RedAdd, nil
-	case "prod", "multiply":
-		return RedMul, nil
-	case "amax":
-		return RedMax, nil
-	case "amin":
-		return RedMin, nil
-	}
-	return 0, fmt.Errorf("unknown reduction %q", s)
-}
 
 // ixCombiner returns the function applying reduction kind to (dst, src) for dtype dt.
 // Floats combine in float64 and round once to the stored type, which equals torch's
