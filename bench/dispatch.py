@@ -18,10 +18,10 @@ import time
 from typing import Callable
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 import habana_frameworks.torch  # noqa: F401  (registers the hpu device)
+from hpusim_models import build, make_batches
 
 
 # The clock: wall time by default; "thread" counts only the calling thread's CPU time,
@@ -78,75 +78,15 @@ def op_cases(dev: str) -> dict[str, Callable[[], object]]:
     }
 
 
-class MLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
-
-
-class CNN(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
-        self.head = nn.Linear(16 * 4 * 4, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x).flatten(1))
-
-
-class TinyLM(nn.Module):
-    """A 2-layer pre-norm transformer LM, d_model 64: many small ops per step."""
-
-    def __init__(self, vocab: int = 96, d: int = 64, heads: int = 4, layers: int = 2, ctx: int = 32) -> None:
-        super().__init__()
-        self.tok = nn.Embedding(vocab, d)
-        self.pos = nn.Embedding(ctx, d)
-        self.blocks = nn.ModuleList()
-        for _ in range(layers):
-            self.blocks.append(nn.ModuleDict({
-                "ln1": nn.LayerNorm(d), "qkv": nn.Linear(d, 3 * d), "proj": nn.Linear(d, d),
-                "ln2": nn.LayerNorm(d), "fc1": nn.Linear(d, 4 * d), "fc2": nn.Linear(4 * d, d)}))
-        self.ln = nn.LayerNorm(d)
-        self.out = nn.Linear(d, vocab)
-        self.heads = heads
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        bsz, t = idx.shape
-        h = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
-        mask = torch.triu(torch.full((t, t), float("-inf"), device=idx.device), 1)
-        for blk in self.blocks:
-            y = blk["ln1"](h)
-            q, k, v = blk["qkv"](y).split(h.shape[-1], dim=-1)
-            q, k, v = (z.view(bsz, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
-            att = torch.softmax(q @ k.transpose(-2, -1) / (q.shape[-1] ** 0.5) + mask, dim=-1)
-            y = (att @ v).transpose(1, 2).reshape(bsz, t, -1)
-            h = h + blk["proj"](y)
-            h = h + blk["fc2"](F.gelu(blk["fc1"](blk["ln2"](h))))
-        return self.out(self.ln(h))
+# Small batches: the step time is then mostly per-op host cost, which this script measures.
+STEP_BATCH = {"mlp": 64, "cnn": 32, "transformer": 8}
 
 
 def step_case(name: str, dev: str) -> Callable[[], object]:
-    """One training step (zero_grad, forward, loss, backward, AdamW step) on dev."""
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(0)
-    if name == "mlp":
-        model: nn.Module = MLP()
-        x = torch.randn(64, 64, generator=g)
-        y = torch.randint(0, 10, (64,), generator=g)
-    elif name == "cnn":
-        model = CNN()
-        x = torch.randn(32, 1, 16, 16, generator=g)
-        y = torch.randint(0, 10, (32,), generator=g)
-    else:
-        model = TinyLM()
-        x = torch.randint(0, 96, (8, 32), generator=g)
-        y = torch.randint(0, 96, (8, 32), generator=g)
-    model = model.to(dev)
+    """One training step (zero_grad, forward, loss, backward, AdamW step) of the reference
+    model `name` (hpusim_models) on dev."""
+    model = build(name, seed=0, dropout=0.0 if name == "transformer" else None).to(dev)
+    x, y = make_batches(name, STEP_BATCH[name], 1, seed=0)[0]
     x, y = x.to(dev), y.to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
@@ -191,7 +131,7 @@ def main() -> None:
 
     if not args.no_train:
         print(f"\n{'train step':<26}{'cpu ms':>9}{'hpu ms':>9}{'cpu/hpu':>9}")
-        for name in ("mlp", "cnn", "tiny_lm"):
+        for name in ("mlp", "cnn", "transformer"):
             cpu = best_us(step_case(name, "cpu"), args.steps, args.repeat) / 1e3
             hpu = best_us(step_case(name, "hpu"), args.steps, args.repeat) / 1e3
             results["train_steps"][name] = {"cpu_ms": round(cpu, 3), "hpu_ms": round(hpu, 3),  # type: ignore[index]
