@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from .. import _native
-from .fallback import _hpu_index
+from .fallback import _hpu_index, type_name as _tname
 from .registry import native, NotNative
 
 _CODE = _native.DTYPE_CODE
@@ -94,12 +94,6 @@ def _check_out(out: torch.Tensor, result_dtype: torch.dtype, shape, inplace: boo
                 raise RuntimeError("unsupported operation: more than one element of the written-to tensor "
                                    "refers to a single memory location. Please clone() the tensor before "
                                    "performing the operation.")
-
-
-def _tname(dt: torch.dtype) -> str:
-    return {torch.float32: "Float", torch.float64: "Double", torch.bfloat16: "BFloat16",
-            torch.float16: "Half", torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
-            torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool"}.get(dt, str(dt))
 
 
 def _overlaps_badly(out: torch.Tensor, t: torch.Tensor) -> bool:

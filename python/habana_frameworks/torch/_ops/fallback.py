@@ -61,8 +61,13 @@ class quiet:
         _quiet.depth -= 1
 
 
+def type_name(dt: torch.dtype) -> str:
+    """c10's name of a scalar type ("Float", "BFloat16"), as CPU error messages print it."""
+    return _TYPE_NAMES.get(dt, str(dt))
+
+
 def hpu_type_name(t: torch.Tensor) -> str:
-    return f"HPU{_TYPE_NAMES.get(t.dtype, str(t.dtype))}Type"
+    return f"HPU{type_name(t.dtype)}Type"
 
 
 def _device_error(a: torch.device, b: torch.device) -> RuntimeError:

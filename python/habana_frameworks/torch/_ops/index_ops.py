@@ -20,7 +20,9 @@ import torch
 
 from .. import _native
 from . import registry
+from .fallback import type_name as _tname
 from .linalg import meta
+from .nn_ops import _into
 from .registry import NotNative, native
 
 aten = torch.ops.aten
@@ -39,13 +41,6 @@ def _supported(*ts) -> None:
 
 def _empty_as(m: torch.Tensor, device) -> torch.Tensor:
     return torch.empty_strided(m.shape, m.stride(), dtype=m.dtype, device=device)
-
-
-def _into(out: torch.Tensor, res: torch.Tensor) -> torch.Tensor:
-    if out.shape != res.shape:
-        out.resize_(res.shape)
-    out.copy_(res)
-    return out
 
 
 def _run_index_error(name, tensors, ints, floats=(), index_error=False, op=None):
@@ -419,12 +414,6 @@ def _index_put(self, indices, values, accumulate):
                      ints + [RED_ADD if accumulate else RED_NONE, 1, par], (1.0,), index_error=True,
                      op="index_put_")
     return self
-
-
-def _tname(dt):
-    return {torch.float32: "Float", torch.float64: "Double", torch.bfloat16: "BFloat16",
-            torch.float16: "Half", torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
-            torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool"}.get(dt, str(dt))
 
 
 @native("aten::index_put_", "aten::_index_put_impl_")
