@@ -382,8 +382,17 @@ func (k *ewKernel) row(w *ewScratch, ptrs []unsafe.Pointer, s []int64, n int64) 
 func (k *ewKernel) rowF32(w *ewScratch, ptrs []unsafe.Pointer, s []int64, n int64) {
 	dts, nin := k.dts, len(k.dts)-1
 	ins := w.in32[:nin]
-	for lo := int64(0); lo < n; lo += ewChunk {
-		m := min(ewChunk, n-lo)
+	// When every operand is contiguous float32 no buffer is involved: one call for the
+	// whole row (the vectorized C kernels pay a fixed cost per call).
+	chunk := n
+	for j, dt := range dts {
+		if dt != Float32 || s[j] != 4 {
+			chunk = ewChunk
+			break
+		}
+	}
+	for lo := int64(0); lo < n; lo += chunk {
+		m := min(chunk, n-lo)
 		for j := 0; j < nin; j++ {
 			q, dt := at(ptrs[j+1], lo*s[j+1]), dts[j+1]
 			switch {
@@ -514,6 +523,16 @@ func loadF32(buf []float32, dt DType, p unsafe.Pointer, s int64, tmp *[]float64)
 	case dt == Float32:
 		for i := int64(0); i < n; i++ {
 			buf[i] = *(*float32)(at(p, i*s))
+		}
+	case (dt == Bool || dt == Uint8) && s == 1:
+		// masks (where, masked_fill)
+		src := unsafe.Slice((*uint8)(p), n)
+		bm := uint8(0xff)
+		if dt == Bool {
+			bm = 1
+		}
+		for i, v := range src {
+			buf[i] = float32(v & bm)
 		}
 	default:
 		if int64(cap(*tmp)) < n {

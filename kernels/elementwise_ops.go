@@ -251,6 +251,7 @@ func init() {
 	defEW("mse_backward", 3, ewMseBwd[float32], ewMseBwd[float64], nil)
 	// sqdiff: (a - b)^2, the elementwise part of mse_loss.
 	defEW("sqdiff", 2, ewSqdiff[float32], ewSqdiff[float64], nil)
+	installFast()
 }
 
 func defCmp(name string, f func(a, b float64) bool) {

@@ -1,0 +1,75 @@
+package kernels
+
+import (
+	"math/rand"
+	"testing"
+	"unsafe"
+)
+
+// Kernel-only times of the elementwise ops at the reference models' shapes (transformer
+// [16,4,64,64] attention, [16,64,256] MLP, CNN [64,16,28,28]).
+
+func BenchmarkEWModel(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	att := []int64{16, 4, 64, 64}
+	mlp := []int64{16, 64, 256}
+	cnn := []int64{64, 16, 28, 28}
+	one := float64(2)
+	scal := func(sizes []int64) Tensor {
+		return Tensor{Ptr: unsafe.Pointer(&one), DType: Float64, Sizes: sizes, Strides: make([]int64, len(sizes))}
+	}
+	mask := make([]uint8, 64*64)
+	for i := range mask {
+		mask[i] = uint8(r.Intn(2))
+	}
+	bmask := Tensor{Ptr: unsafe.Pointer(&mask[0]), DType: Bool, Sizes: att, Strides: []int64{0, 0, 64, 1}}
+	cases := []struct {
+		name  string
+		op    string
+		sizes []int64
+		ins   func(s []int64) []Tensor
+		p     []float64
+	}{
+		{"mul", "mul", att, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...), benchTensor(r, Float32, s...)} }, nil},
+		{"mulScalar", "mul", att, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...), scal(s)} }, nil},
+		{"add", "add", att, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...), benchTensor(r, Float32, s...)} }, []float64{1}},
+		{"maskedFill", "where", att, func(s []int64) []Tensor { return []Tensor{bmask, scal(s), benchTensor(r, Float32, s...)} }, nil},
+		{"lerp", "lerp", mlp, func(s []int64) []Tensor {
+			return []Tensor{benchTensor(r, Float32, s...), benchTensor(r, Float32, s...), scal(s)}
+		}, nil},
+		{"addcdiv", "addcdiv", mlp, func(s []int64) []Tensor {
+			return []Tensor{benchTensor(r, Float32, s...), benchTensor(r, Float32, s...), benchTensor(r, Float32, s...)}
+		}, []float64{-0.1}},
+		{"relu", "relu", cnn, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...)} }, nil},
+		{"thresholdBwd", "threshold_backward", cnn, func(s []int64) []Tensor {
+			return []Tensor{benchTensor(r, Float32, s...), benchTensor(r, Float32, s...)}
+		}, []float64{0}},
+		{"gelu", "gelu", mlp, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...)} }, []float64{0}},
+		{"geluTanh", "gelu", mlp, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...)} }, []float64{1}},
+		{"geluBwd", "gelu_backward", mlp, func(s []int64) []Tensor {
+			return []Tensor{benchTensor(r, Float32, s...), benchTensor(r, Float32, s...)}
+		}, []float64{0}},
+		{"sigmoid", "sigmoid", mlp, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...)} }, nil},
+		{"tanh", "tanh", mlp, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...)} }, nil},
+		{"silu", "silu", mlp, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...)} }, nil},
+		{"exp", "exp", mlp, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...)} }, nil},
+		{"erf", "erf", mlp, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...)} }, nil},
+	}
+	for _, c := range cases {
+		ins := c.ins(c.sizes)
+		o := benchTensor(r, Float32, c.sizes...)
+		p := append(c.p, 0, 0, 0, 0)
+		b.Run(c.name, func(b *testing.B) {
+			n := int64(1)
+			for _, s := range c.sizes {
+				n *= s
+			}
+			b.SetBytes(4 * n)
+			for i := 0; i < b.N; i++ {
+				if err := Elementwise(EWOps[c.op], Float32, o, ins, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
