@@ -30,9 +30,13 @@ func BenchmarkEWModel(b *testing.B) {
 		ins   func(s []int64) []Tensor
 		p     []float64
 	}{
-		{"mul", "mul", att, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...), benchTensor(r, Float32, s...)} }, nil},
+		{"mul", "mul", att, func(s []int64) []Tensor {
+			return []Tensor{benchTensor(r, Float32, s...), benchTensor(r, Float32, s...)}
+		}, nil},
 		{"mulScalar", "mul", att, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...), scal(s)} }, nil},
-		{"add", "add", att, func(s []int64) []Tensor { return []Tensor{benchTensor(r, Float32, s...), benchTensor(r, Float32, s...)} }, []float64{1}},
+		{"add", "add", att, func(s []int64) []Tensor {
+			return []Tensor{benchTensor(r, Float32, s...), benchTensor(r, Float32, s...)}
+		}, []float64{1}},
 		{"maskedFill", "where", att, func(s []int64) []Tensor { return []Tensor{bmask, scal(s), benchTensor(r, Float32, s...)} }, nil},
 		{"lerp", "lerp", mlp, func(s []int64) []Tensor {
 			return []Tensor{benchTensor(r, Float32, s...), benchTensor(r, Float32, s...), scal(s)}
