@@ -22,11 +22,8 @@ func init() {
 			if len(c.I) < 1 {
 				return fmt.Errorf("expected the compute dtype attribute")
 			}
-			p := c.F
-			if len(p) < 4 {
-				p = append(append([]float64(nil), p...), make([]float64, 4-len(p))...)
-			}
-			return kernels.Elementwise(op, kernels.DType(c.I[0]), c.T[0], c.T[1:], p)
+			// Elementwise pads the parameters to the 4 an op may read
+			return kernels.Elementwise(op, kernels.DType(c.I[0]), c.T[0], c.T[1:], c.F)
 		})
 	}
 }

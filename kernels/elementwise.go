@@ -145,7 +145,12 @@ type ewKernel struct {
 	i64 EWFunc[int64]
 	dts []DType
 	p   []float64
+	// fixed storage for dts and p, so that a call allocates nothing
+	dtBuf [4]DType
+	pBuf  [8]float64
 }
+
+var ewKernelPool = sync.Pool{New: func() any { return new(ewKernel) }}
 
 // Elementwise runs op with out = T[0] and inputs T[1:], computing in class cdt.
 func Elementwise(op *EWOp, cdt DType, out Tensor, ins []Tensor, p []float64) error {
@@ -173,7 +178,21 @@ func Elementwise(op *EWOp, cdt DType, out Tensor, ins []Tensor, p []float64) err
 			}
 		}
 	}
-	k := &ewKernel{p: p, dts: make([]DType, nops)}
+	k := ewKernelPool.Get().(*ewKernel)
+	defer ewKernelPool.Put(k)
+	*k = ewKernel{}
+	// parameters padded with zeros to at least 4 (ops read p[0..3] unconditionally)
+	if len(p) <= len(k.pBuf) {
+		k.p = k.pBuf[:max(len(p), 4)]
+		copy(k.p, p)
+	} else {
+		k.p = p
+	}
+	if nops <= len(k.dtBuf) {
+		k.dts = k.dtBuf[:nops]
+	} else {
+		k.dts = make([]DType, nops)
+	}
 	k.dts[0] = out.DType
 	for i, t := range ins {
 		k.dts[i+1] = t.DType

@@ -7,6 +7,8 @@ dtype. Python scalars become 0-dim host tensors: Go reads host memory directly.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .. import _native
@@ -47,9 +49,31 @@ def _wrap(v, dtype=None) -> torch.Tensor:
         raise NotNative
     if dtype is None:
         dtype = torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int) else torch.float64
-    if v != 0 and v == v:
-        return _cached(_SCALARS, (type(v), v, dtype), lambda: torch.tensor(v, dtype=dtype))
+    if v == v:
+        # zeros are keyed by their sign too (-0.0 == 0.0)
+        key = (type(v), v, dtype) if v != 0 else (type(v), v, math.copysign(1.0, v), dtype)
+        return _cached(_SCALARS, key, lambda: torch.tensor(v, dtype=dtype))
     return torch.tensor(v, dtype=dtype)
+
+
+_BIG_INT = 1 << 53
+
+
+def _scalar_operand(v, cdt: torch.dtype, keep_scalars: bool) -> torch.Tensor:
+    """A Python number operand as the 0-dim host tensor ew passes to Go: what _wrap and the
+    cast in ew's general path make of it, built (and cached) in one step."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, int) and not
+                                                                    -_BIG_INT <= v <= _BIG_INT):
+        t = _wrap(v)
+        if t.dtype == cdt or (keep_scalars and not (t.dtype == torch.float64 and cdt in _F32_CLASS)):
+            return t
+        return _host_to(t, torch.float32 if keep_scalars else cdt)
+    if keep_scalars:
+        if isinstance(v, int):
+            return _wrap(v)
+        return _wrap(v, torch.float32 if cdt in _F32_CLASS else torch.float64)
+    # |v| <= 2**53: v -> double -> cdt rounds as int64 -> cdt does
+    return _wrap(v, cdt)
 
 
 def _host_to(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -132,13 +156,15 @@ def ew(goop: str, inputs, result_dtype: torch.dtype, *, compute_dtype=None, para
     This is the hot path of most ops (optimizer steps are nothing else), so the common
     case, same-shape hpu operands of the compute dtype, skips broadcasting, expand and
     casts; every other case takes the general steps."""
-    ins = [t if isinstance(t, Tensor) else _wrap(t) for t in inputs]
-    for t in ins:
-        if t.dtype not in _CODE:
-            raise NotNative
     if result_dtype not in _CODE:
         raise NotNative
     cdt = compute_dtype or result_dtype
+    if cdt not in _CODE:
+        raise NotNative
+    ins = [t if isinstance(t, Tensor) else _scalar_operand(t, cdt, keep_scalars) for t in inputs]
+    for t in ins:
+        if t.dtype not in _CODE:
+            raise NotNative
     shape = _broadcast_shape(ins)
     if out is not None:
         _check_out(out, result_dtype, shape, inplace, goop)
@@ -176,9 +202,14 @@ def ew(goop: str, inputs, result_dtype: torch.dtype, *, compute_dtype=None, para
 def _rt(*xs) -> torch.dtype:
     if len(xs) == 2:
         a, b = xs
-        # Same-dtype tensors promote to that dtype whatever their dims: skip result_type.
-        if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype == b.dtype:
-            return a.dtype
+        if isinstance(a, Tensor):
+            # Same-dtype tensors promote to that dtype whatever their dims, and a Python int
+            # or float leaves a floating tensor's dtype alone: skip result_type.
+            if isinstance(b, Tensor):
+                if a.dtype == b.dtype:
+                    return a.dtype
+            elif type(b) in (int, float) and a.dtype.is_floating_point:
+                return a.dtype
     xs = [x for x in xs if x is not None]
     if len(xs) == 1:
         x = xs[0]
