@@ -48,6 +48,7 @@ type sumIter[A sumFloat] struct {
 	lanes    int64 // Vectorized<acc_t>::size()
 	vecN     int64 // Vectorized<scalar_t>::size()
 	acc      []A   // the output, one per output element (contiguous index)
+	fast     bool  // nativeSum: loop2d takes loop2dFast
 	outIdx   func(off int64) int64
 }
 
@@ -143,6 +144,10 @@ func rowSum[A sumFloat](get func(i int64) A, size int64) A {
 func (s *sumIter[A]) loop2d(inOff, outOff int64, d0, d1 sumDim) {
 	if d0.os != 0 && d1.os == 0 {
 		d0, d1 = d1, d0
+	}
+	if s.fast && d0.os == 0 {
+		s.loop2dFast(inOff, outOff, d0, d1)
+		return
 	}
 	size0, size1 := d0.size, d1.size
 	if d0.os != 0 && d1.os != 0 { // not a reduction: out += in elementwise
@@ -397,6 +402,7 @@ func runSum[A sumFloat](out, in Tensor, reduced []bool, o SumOpts) error {
 	default:
 		s.lanes, s.vecN = sumVecBytes/4, sumVecBytes/2
 	}
+	s.fast = s.nativeSum() && !noFastSum
 	if numel > 0 {
 		if nOut == 1 && numel >= sumGrain && o.Threads > 1 {
 			tasks := min(int64(o.Threads), (numel+sumGrain-1)/sumGrain)
@@ -405,7 +411,7 @@ func runSum[A sumFloat](out, in Tensor, reduced []bool, o SumOpts) error {
 			ParallelFor(tasks, sumGrain, func(lo, hi int64) {
 				for t := lo; t < hi; t++ {
 					sub := &sumIter[A]{dims: s.dims, in: in, scalarDT: s.scalarDT, lanes: s.lanes, vecN: s.vecN,
-						acc: make([]A, 1), outIdx: s.outIdx}
+						acc: make([]A, 1), outIdx: s.outIdx, fast: s.fast}
 					sub.forRange(t*chunk, min(numel, (t+1)*chunk))
 					parts[t] = sub.acc[0]
 				}
