@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Layer and group normalisation with torch's CPU rounding: float32 and reduced-precision
@@ -27,8 +28,77 @@ func isF64[F gemmFloat](z F) bool {
 	return ok
 }
 
-// fmaF is a fused multiply-add rounded to F.
-func fmaF[F gemmFloat](a, b, c F) F { return F(math.FMA(float64(a), float64(b), float64(c))) }
+// fmaF is a fused multiply-add rounded to F. A product of float32s is exact in float64,
+// so for float32 one float64 add rounds exactly like the fused operation (no math.FMA).
+func fmaF[F gemmFloat](a, b, c F) F {
+	if unsafe.Sizeof(a) == 4 {
+		return F(float64(a)*float64(b) + float64(c))
+	}
+	return F(math.FMA(float64(a), float64(b), float64(c)))
+}
+
+// vecSum is vecReduce of v (plain adds).
+func vecSum[F gemmFloat](v []F, W int) F {
+	n := len(v)
+	if n == 0 {
+		return 0
+	}
+	if n < W {
+		s := v[0]
+		for _, x := range v[1:] {
+			s += x
+		}
+		return s
+	}
+	var accA [vecW32]F
+	acc := accA[:W]
+	copy(acc, v[:W])
+	for d := W; d < n; d += W {
+		blk := v[d:min(d+W, n)]
+		for j, x := range blk {
+			acc[j] += x
+		}
+	}
+	return treeSum(acc)
+}
+
+// vecDot is vecReduce of the products a[i]*b[i], fused into the lanes after the first
+// vector.
+func vecDot[F gemmFloat](a, b []F, W int) F {
+	n := len(a)
+	b = b[:n]
+	if n == 0 {
+		return 0
+	}
+	if n < W {
+		s := F(a[0] * b[0])
+		for i := 1; i < n; i++ {
+			s += F(a[i] * b[i])
+		}
+		return s
+	}
+	var accA [vecW32]F
+	acc := accA[:W]
+	for j := range acc {
+		acc[j] = F(a[j] * b[j])
+	}
+	for d := W; d < n; d += W {
+		ab, bb := a[d:min(d+W, n)], b[d:min(d+W, n)]
+		for j, x := range ab {
+			acc[j] = fmaF(x, bb[j], acc[j])
+		}
+	}
+	return treeSum(acc)
+}
+
+func treeSum[F gemmFloat](acc []F) F {
+	for h := len(acc) / 2; h >= 1; h /= 2 {
+		for j := 0; j < h; j++ {
+			acc[j] += acc[j+h]
+		}
+	}
+	return acc[0]
+}
 
 // vecReduce sums map(i) for i < n in reduce_all order. fused: after the first vector,
 // lanes accumulate with a fused multiply-add of the pair mul(i) (torch's map lambda is a
@@ -210,21 +280,22 @@ func layerNormBwd[F gemmFloat](gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, 
 	scale := F(F(1) / F(D))
 	if gin != nil {
 		ParallelFor(M, 8*D, func(lo, hi int64) {
-			xb, dy := make([]F, D), make([]F, D)
+			xb, dy, tmp := make([]F, D), make([]F, D), make([]F, D)
 			for r := lo; r < hi; r++ {
 				loadRow2(x, r, xb)
 				loadRow2(gout, r, dy)
 				var ds, db F
 				n := int(D)
+				_ = n
 				if w == nil {
-					ds = vecReduce(n, W, func(i int) F { return F(dy[i] * xb[i]) },
-						func(i int) (F, F) { return dy[i], xb[i] })
-					db = vecReduce(n, W, func(i int) F { return dy[i] }, nil)
+					ds = vecDot(dy, xb, W)
+					db = vecSum(dy, W)
 				} else {
-					ds = vecReduce(n, W, func(i int) F { return F(F(dy[i]*xb[i]) * g[i]) },
-						func(i int) (F, F) { return F(dy[i] * xb[i]), g[i] })
-					db = vecReduce(n, W, func(i int) F { return F(dy[i] * g[i]) },
-						func(i int) (F, F) { return dy[i], g[i] })
+					for j := range tmp {
+						tmp[j] = F(dy[j] * xb[j])
+					}
+					ds = vecDot(tmp, g, W)
+					db = vecDot(dy, g, W)
 				}
 				a := rs[r]
 				b := F(F(F(F(fmaF(db, mu[r], -ds)*a)*a)*a) * scale)

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // chanView addresses a [N, C, S] tensor channel by channel.
@@ -102,9 +103,38 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 	if statDT == Float64 || x.DType == Float64 {
 		statDT = Float64
 	}
+	fast := x.DType == Float32 && out.DType == Float32 && x.Strides[2] == 1 && out.Strides[2] == 1
 	ParallelFor(C, 2*cnt+1, func(lo, hi int64) {
-		buf := make([]float64, cnt)
+		var buf []float64
+		if !fast {
+			buf = make([]float64, cnt)
+		}
 		for c := lo; c < hi; c++ {
+			if fast {
+				// float32 rows read in place; the float64 statistics, four partial sums
+				// per pass (an add chain per element would dominate)
+				xr := f32Rows{x, c}
+				var mean, invstd float64
+				if training {
+					mean = xr.sum(0, false) / float64(cnt)
+					ss := xr.sum(mean, true)
+					mean, invstd = batchNormStats(c, mean, ss, cnt, statDT, eps, momentum, saveMean, saveInvstd, rm, rv)
+				} else {
+					mean = vec{rm}.get(c, 0)
+					invstd = 1 / math.Sqrt(vec{rv}.get(c, 0)+eps)
+				}
+				s32 := float32(vec{w}.get(c, 1) * invstd)
+				h32 := float32(vec{b}.get(c, 0)) - float32(float32(mean)*s32)
+				sd, hd := float64(s32), float64(h32)
+				or := f32Rows{out, c}
+				for n := int64(0); n < N; n++ {
+					xs, os := xr.row(n), or.row(n)
+					for i, v := range xs {
+						os[i] = float32(float64(v)*sd + hd) // torch: fmadd (the product is exact)
+					}
+				}
+				continue
+			}
 			xv.loadChan(c, buf)
 			var mean, invstd float64
 			if training {
@@ -117,33 +147,7 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 				for _, v := range buf {
 					ss += (v - mean) * (v - mean)
 				}
-				invstd = 1 / math.Sqrt(ss/float64(cnt)+eps)
-				unbiased := math.NaN()
-				if cnt > 1 {
-					unbiased = ss / float64(cnt-1)
-				}
-				if statDT != Float64 {
-					// torch keeps mean and the sum of squared deviations in the saved dtype,
-					// divides that rounded sum by the count in the same dtype (c10's
-					// reduced-type / int64 operator: both operands and the quotient round),
-					// then takes 1/sqrt(var + eps) in double and rounds to float and back
-					// to the saved dtype; the output is normalised with those values.
-					mean = float64(roundTo(statDT, float32(mean)))
-					vs := roundTo(statDT, float32(ss))
-					v := float64(reducedDiv(statDT, vs, cnt))
-					invstd = float64(roundTo(statDT, float32(1/math.Sqrt(v+eps))))
-					if cnt > 1 {
-						unbiased = float64(reducedDiv(statDT, vs, cnt-1))
-					}
-				}
-				vec{saveMean}.set(c, mean)
-				vec{saveInvstd}.set(c, invstd)
-				if rm != nil {
-					vec{rm}.set(c, momentum*mean+(1-momentum)*vec{rm}.get(c, 0))
-				}
-				if rv != nil {
-					vec{rv}.set(c, momentum*unbiased+(1-momentum)*vec{rv}.get(c, 0))
-				}
+				mean, invstd = batchNormStats(c, mean, ss, cnt, statDT, eps, momentum, saveMean, saveInvstd, rm, rv)
 			} else {
 				mean = vec{rm}.get(c, 0)
 				invstd = 1 / math.Sqrt(vec{rv}.get(c, 0)+eps)
@@ -165,6 +169,81 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 		}
 	})
 	return nil
+}
+
+// f32Rows is channel c of a float32 [N, C, S] tensor with contiguous rows.
+type f32Rows struct {
+	t Tensor
+	c int64
+}
+
+func (r f32Rows) row(n int64) []float32 {
+	return unsafe.Slice((*float32)(at(r.t.Ptr, (n*r.t.Strides[0]+r.c*r.t.Strides[1])*4)), r.t.Sizes[2])
+}
+
+// sum is the channel's sum of x (sq: of (x-mean)^2) in float64, four partial sums.
+func (r f32Rows) sum(mean float64, sq bool) float64 {
+	// scalars, not an array: the compiler keeps them in registers
+	var a0, a1, a2, a3 float64
+	for n := int64(0); n < r.t.Sizes[0]; n++ {
+		xs := r.row(n)
+		i := 0
+		if sq {
+			for ; i+4 <= len(xs); i += 4 {
+				d0, d1, d2, d3 := float64(xs[i])-mean, float64(xs[i+1])-mean, float64(xs[i+2])-mean, float64(xs[i+3])-mean
+				a0 += d0 * d0
+				a1 += d1 * d1
+				a2 += d2 * d2
+				a3 += d3 * d3
+			}
+			for ; i < len(xs); i++ {
+				d := float64(xs[i]) - mean
+				a0 += d * d
+			}
+		} else {
+			for ; i+4 <= len(xs); i += 4 {
+				a0 += float64(xs[i])
+				a1 += float64(xs[i+1])
+				a2 += float64(xs[i+2])
+				a3 += float64(xs[i+3])
+			}
+			for ; i < len(xs); i++ {
+				a0 += float64(xs[i])
+			}
+		}
+	}
+	return (a0 + a1) + (a2 + a3)
+}
+
+// batchNormStats saves channel c's batch statistics and updates the running ones from the
+// float64 mean and sum of squared deviations ss; it returns the mean and invstd the output
+// is normalised with.
+func batchNormStats(c int64, mean, ss float64, cnt int64, statDT DType, eps, momentum float64,
+	saveMean, saveInvstd, rm, rv *Tensor) (float64, float64) {
+	invstd := 1 / math.Sqrt(ss/float64(cnt)+eps)
+	unbiased := math.NaN()
+	if cnt > 1 {
+		unbiased = ss / float64(cnt-1)
+	}
+	if statDT != Float64 {
+		// see BatchNormForward: statistics rounded to the saved dtype
+		mean = float64(roundTo(statDT, float32(mean)))
+		vs := roundTo(statDT, float32(ss))
+		v := float64(reducedDiv(statDT, vs, cnt))
+		invstd = float64(roundTo(statDT, float32(1/math.Sqrt(v+eps))))
+		if cnt > 1 {
+			unbiased = float64(reducedDiv(statDT, vs, cnt-1))
+		}
+	}
+	vec{saveMean}.set(c, mean)
+	vec{saveInvstd}.set(c, invstd)
+	if rm != nil {
+		vec{rm}.set(c, momentum*mean+(1-momentum)*vec{rm}.get(c, 0))
+	}
+	if rv != nil {
+		vec{rv}.set(c, momentum*unbiased+(1-momentum)*vec{rv}.get(c, 0))
+	}
+	return mean, invstd
 }
 
 // BatchNormBackward computes the selected gradients of BatchNormForward.
@@ -191,15 +270,72 @@ func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean,
 	N, S := x.Sizes[0], x.Sizes[2]
 	cnt := N * S
 	xv, gv := chanView{x}, chanView{gout}
+	fast := x.DType == Float32 && gout.DType == Float32 && x.Strides[2] == 1 && gout.Strides[2] == 1 &&
+		(gin == nil || (gin.DType == Float32 && gin.Strides[2] == 1))
 	ParallelFor(C, 4*cnt+1, func(lo, hi int64) {
-		xb := make([]float64, cnt)
-		gb2 := make([]float64, cnt)
+		var xb, gb2 []float64
+		if !fast {
+			xb, gb2 = make([]float64, cnt), make([]float64, cnt)
+		}
 		for c := lo; c < hi; c++ {
 			var mean, invstd float64
 			if training {
 				mean, invstd = vec{saveMean}.get(c, 0), vec{saveInvstd}.get(c, 0)
 			} else {
 				mean, invstd = vec{rm}.get(c, 0), 1/math.Sqrt(vec{rv}.get(c, 0)+eps)
+			}
+			if fast {
+				// float32 rows in place, float64 math, four partial sums per statistic
+				xr, gr := f32Rows{x, c}, f32Rows{gout, c}
+				var s0, s1, s2, s3, d0, d1, d2, d3 float64
+				for n := int64(0); n < N; n++ {
+					xs, gs := xr.row(n), gr.row(n)
+					gs = gs[:len(xs)]
+					i := 0
+					for ; i+4 <= len(xs); i += 4 {
+						g0, g1, g2, g3 := float64(gs[i]), float64(gs[i+1]), float64(gs[i+2]), float64(gs[i+3])
+						s0 += g0
+						s1 += g1
+						s2 += g2
+						s3 += g3
+						d0 += (float64(xs[i]) - mean) * g0
+						d1 += (float64(xs[i+1]) - mean) * g1
+						d2 += (float64(xs[i+2]) - mean) * g2
+						d3 += (float64(xs[i+3]) - mean) * g3
+					}
+					for ; i < len(xs); i++ {
+						s0 += float64(gs[i])
+						d0 += (float64(xs[i]) - mean) * float64(gs[i])
+					}
+				}
+				sum, dotp := (s0+s1)+(s2+s3), (d0+d1)+(d2+d3)
+				vec{gw}.set(c, dotp*invstd)
+				vec{gb}.set(c, sum)
+				if gin == nil {
+					continue
+				}
+				wc := vec{w}.get(c, 1)
+				ir := f32Rows{*gin, c}
+				if training {
+					k := dotp * invstd * invstd / float64(cnt)
+					gm := sum / float64(cnt)
+					for n := int64(0); n < N; n++ {
+						xs, gs, os := xr.row(n), gr.row(n), ir.row(n)
+						gs, os = gs[:len(xs)], os[:len(xs)]
+						for i, xv := range xs {
+							os[i] = float32((float64(gs[i]) - gm - (float64(xv)-mean)*k) * invstd * wc)
+						}
+					}
+				} else {
+					for n := int64(0); n < N; n++ {
+						gs, os := gr.row(n), ir.row(n)
+						os = os[:len(gs)]
+						for i, g := range gs {
+							os[i] = float32(float64(g) * invstd * wc)
+						}
+					}
+				}
+				continue
 			}
 			xv.loadChan(c, xb)
 			gv.loadChan(c, gb2)

@@ -426,6 +426,16 @@ func runSum[A sumFloat](out, in Tensor, reduced []bool, o SumOpts) error {
 		}
 	}
 	n := numel / nOut
+	if s.fast && nativeOf[A](out.DType) && out.IsContiguous() {
+		dst := unsafe.Slice((*A)(out.Ptr), nOut)
+		for k, v := range s.acc {
+			if o.Mean {
+				v /= A(n)
+			}
+			dst[k] = v
+		}
+		return nil
+	}
 	dst := make([]float64, 1)
 	oes := int64(out.DType.Size())
 	idx := make([]int64, out.Dim())

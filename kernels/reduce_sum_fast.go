@@ -27,8 +27,12 @@ func elemPtr[A sumFloat](p unsafe.Pointer, off int64) *A {
 // (at least sumLevels*nrows) is scratch; the sums are left in acc[:nrows].
 func cascadeSum[A sumFloat](p unsafe.Pointer, is, ks, size, nrows int64, acc []A) {
 	acc = acc[:sumLevels*nrows]
-	clear(acc)
 	levelPower := max(int64(4), ceilLog2(size)/sumLevels)
+	if ks == 1 && size*nrows >= cgoCascadeMin && !noCSum {
+		cascadeC(p, is, size, nrows, levelPower, acc)
+		return
+	}
+	clear(acc)
 	levelStep := int64(1) << levelPower
 	levelMask := levelStep - 1
 	a0 := acc[:nrows]
@@ -109,6 +113,18 @@ func (s *sumIter[A]) loop2dFast(inOff, outOff int64, d0, d1 sumDim) {
 		nser := 4 * L
 		vecSize := size0 / L
 		sizeIlp := vecSize / 4
+		if sizeIlp*nser >= cgoCascadeMin && !noCSum {
+			res := make([]A, size1)
+			power := max(int64(4), ceilLog2(sizeIlp)/sumLevels)
+			par(size1, size0, func(lo, hi int64) {
+				acc := make([]A, sumLevels*nser)
+				innerC(unsafe.Pointer(elemPtr[A](base, lo*is1)), is1, hi-lo, size0, L, power, acc, res[lo:hi])
+			})
+			for j, v := range res {
+				store(int64(j), v)
+			}
+			return
+		}
 		par(size1, size0, func(lo, hi int64) {
 			acc := make([]A, sumLevels*nser)
 			for j := lo; j < hi; j++ {
@@ -174,5 +190,5 @@ func (s *sumIter[A]) loop2dFast(inOff, outOff int64, d0, d1 sumDim) {
 	}
 }
 
-// noFastSum forces the generic loop2d (tests compare the two).
-var noFastSum bool
+// noFastSum forces the generic loop2d, noCSum the Go cascade (tests compare them).
+var noFastSum, noCSum bool

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Softmax and log-softmax follow torch's CPU kernels operation by operation, so results
@@ -65,6 +66,20 @@ func Softmax(log bool, out, in Tensor, o SoftmaxOpts) error {
 	}
 	oes := int64(out.DType.Size())
 	f64 := !useF32(in.DType)
+	if in.DType == Float32 && out.DType == Float32 && in.Strides[1] == 1 && out.Strides[1] == 1 {
+		// rows in place in out: the same float32 arithmetic without conversions
+		ParallelFor(M, N*8, func(lo, hi int64) {
+			for m := lo; m < hi; m++ {
+				x := unsafe.Slice((*float32)(at(in.Ptr, m*in.Strides[0]*4)), N)
+				y := unsafe.Slice((*float32)(at(out.Ptr, m*out.Strides[0]*4)), N)
+				if &x[0] == &y[0] || !softmaxRowF32(log, y, x, o.LastDim) {
+					copy(y, x)
+					softmaxRow32(log, y, Float32, o.LastDim, false)
+				}
+			}
+		})
+		return nil
+	}
 	ParallelFor(M, N*8, func(lo, hi int64) {
 		r := newRowLoader(in)
 		x := make([]float64, N)
@@ -102,7 +117,53 @@ func rowMax32(x []float32) float32 {
 	return mx
 }
 
-func exp32(v float32) float32 { return float32(math.Exp(float64(v))) }
+func exp32(v float32) float32 { return expF32(v) }
+
+// softmaxRowF32 is softmaxRow32 of a float32 row x into y (not aliased) with a cheaper
+// max (no NaN test: a NaN reaches the sum of exps instead); it reports false, leaving y
+// undefined, when that sum is NaN and the caller must take softmaxRow32.
+func softmaxRowF32(log bool, y, x []float32, lastDim bool) bool {
+	y = y[:len(x)]
+	mx := float32(math.Inf(-1))
+	for _, v := range x {
+		if v > mx {
+			mx = v
+		}
+	}
+	var s float32
+	if log {
+		for _, v := range x {
+			s += exp32(v - mx)
+		}
+		if s != s {
+			return false
+		}
+		ls := float32(math.Log(float64(s)))
+		for i, v := range x {
+			y[i] = (v - mx) - ls
+		}
+		return true
+	}
+	for i, v := range x {
+		e := exp32(v - mx)
+		y[i] = e
+		s += e
+	}
+	if s != s {
+		return false
+	}
+	if lastDim {
+		inv := 1 / s
+		for i, e := range y {
+			y[i] = e * inv
+		}
+	} else {
+		for i, e := range y {
+			y[i] = e / s
+		}
+	}
+	return true
+}
 
 // softmaxRow32 transforms one row in place (float32 math, dt the storage dtype).
 func softmaxRow32(log bool, x []float32, dt DType, lastDim, tail bool) {
@@ -187,6 +248,35 @@ func SoftmaxBackward(log bool, gi, g, y Tensor) error {
 	}
 	oes := int64(gi.DType.Size())
 	f64 := !useF32(y.DType)
+	if gi.DType == Float32 && g.DType == Float32 && y.DType == Float32 &&
+		gi.Strides[1] == 1 && g.Strides[1] == 1 && y.Strides[1] == 1 {
+		// the float32 arithmetic below on the rows as they are
+		row := func(t Tensor, m int64) []float32 {
+			return unsafe.Slice((*float32)(at(t.Ptr, m*t.Strides[0]*4)), N)
+		}
+		ParallelFor(M, N*4, func(lo, hi int64) {
+			for m := lo; m < hi; m++ {
+				gr, yr, o := row(g, m), row(y, m), row(gi, m)
+				var s float32
+				if log {
+					for _, v := range gr {
+						s += v
+					}
+					for i, v := range yr {
+						o[i] = gr[i] - float32(exp32(v)*s)
+					}
+				} else {
+					for i, v := range gr {
+						s += float32(v * yr[i])
+					}
+					for i, v := range yr {
+						o[i] = (gr[i] - s) * v
+					}
+				}
+			}
+		})
+		return nil
+	}
 	ParallelFor(M, N*4, func(lo, hi int64) {
 		gv := make([]float64, N)
 		yv := make([]float64, N)

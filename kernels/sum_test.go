@@ -64,11 +64,16 @@ func TestSumFastMatchesGeneric(t *testing.T) {
 				in := Tensor{Ptr: unsafe.Pointer(&buf[0]), DType: dt, Sizes: sh, Strides: strides}
 				for _, mean := range []bool{false, true} {
 					for _, threads := range []int{1, 2} {
-						got := runSumBytes(t, in, red, outSizes, nOut, SumOpts{Mean: mean, Threads: threads}, false)
 						want := runSumBytes(t, in, red, outSizes, nOut, SumOpts{Mean: mean, Threads: threads}, true)
-						for i := range got {
-							if got[i] != want[i] {
-								t.Fatalf("%v %v strides %v reduced %v mean %v: fast and generic differ", dt, sh, strides, red, mean)
+						for _, goOnly := range []bool{false, true} {
+							noCSum = goOnly
+							got := runSumBytes(t, in, red, outSizes, nOut, SumOpts{Mean: mean, Threads: threads}, false)
+							noCSum = false
+							for i := range got {
+								if got[i] != want[i] {
+									t.Fatalf("%v %v strides %v reduced %v mean %v (Go cascade only %v): fast and generic differ",
+										dt, sh, strides, red, mean, goOnly)
+								}
 							}
 						}
 					}

@@ -1,0 +1,111 @@
+//go:build cgo
+
+package kernels
+
+/*
+#cgo CFLAGS: -O3
+#include <stdint.h>
+#include <string.h>
+
+// cascadeSum (reduce_sum_fast.go) for contiguous series (ks == 1): nrows columns, term i
+// of column k at p[i*is + k], with the same cascade of 4 accumulator levels. Elementwise
+// over the columns, so the compiler vectorizes it without reordering any column's adds
+// (no fast-math; only adds, nothing to contract). acc holds 4*nrows; the sums are left in acc[0:nrows].
+#define CASCADE(NAME, T)                                                                  \
+static inline void NAME(const T *p, int64_t is, int64_t size, int64_t nrows, int64_t power, T *acc) { \
+	memset(acc, 0, sizeof(T) * 4 * nrows);                                                \
+	int64_t step = (int64_t)1 << power, mask = step - 1, i = 0;                          \
+	T *a0 = acc;                                                                          \
+	while (i + step <= size) {                                                            \
+		for (int64_t j = 0; j < step; j++, i++) {                                         \
+			const T *r = p + i * is;                                                      \
+			for (int64_t k = 0; k < nrows; k++) a0[k] += r[k];                            \
+		}                                                                                 \
+		for (int64_t j = 1; j < 4; j++) {                                                 \
+			T *lo = acc + (j - 1) * nrows, *hi = acc + j * nrows;                         \
+			for (int64_t k = 0; k < nrows; k++) { hi[k] += lo[k]; lo[k] = 0; }            \
+			if (i & (mask << (j * power))) break;                                         \
+		}                                                                                 \
+	}                                                                                     \
+	for (; i < size; i++) {                                                               \
+		const T *r = p + i * is;                                                          \
+		for (int64_t k = 0; k < nrows; k++) a0[k] += r[k];                                \
+	}                                                                                     \
+	for (int64_t j = 1; j < 4; j++) {                                                     \
+		const T *hi = acc + j * nrows;                                                    \
+		for (int64_t k = 0; k < nrows; k++) a0[k] += hi[k];                               \
+	}                                                                                     \
+}
+
+// The contiguous inner reduction of loop2dFast for rows rows of size0 elements, row j at
+// base + j*rs, L lanes: out[j] is the row's sum.
+#define INNER(NAME, CASC, T)                                                              \
+static inline void NAME(const T *base, int64_t rs, int64_t rows, int64_t size0, int64_t L, \
+                        int64_t power, T *acc, T *out) {                                  \
+	int64_t nser = 4 * L, vecSize = size0 / L, sizeIlp = vecSize / 4;                    \
+	for (int64_t j = 0; j < rows; j++) {                                                  \
+		const T *x = base + j * rs;                                                       \
+		T final = 0;                                                                      \
+		for (int64_t k = vecSize * L; k < size0; k++) final += x[k];                     \
+		CASC(x, nser, sizeIlp, nser, power, acc);                                         \
+		for (int64_t l = 0; l < L; l++) {                                                 \
+			T r = acc[l];                                                                 \
+			for (int64_t v = sizeIlp * 4; v < vecSize; v++) r += x[v * L + l];           \
+			final += r + acc[L + l] + acc[2 * L + l] + acc[3 * L + l];                    \
+		}                                                                                 \
+		out[j] = final;                                                                   \
+	}                                                                                     \
+}
+
+CASCADE(cascade_f32, float)
+CASCADE(cascade_f64, double)
+INNER(inner_f32, cascade_f32, float)
+INNER(inner_f64, cascade_f64, double)
+
+__attribute__((target_clones("avx2", "default")))
+static void hpusim_cascade_f32(const float *p, int64_t is, int64_t size, int64_t nrows, int64_t power, float *acc) {
+	cascade_f32(p, is, size, nrows, power, acc);
+}
+__attribute__((target_clones("avx2", "default")))
+static void hpusim_cascade_f64(const double *p, int64_t is, int64_t size, int64_t nrows, int64_t power, double *acc) {
+	cascade_f64(p, is, size, nrows, power, acc);
+}
+__attribute__((target_clones("avx2", "default")))
+static void hpusim_inner_f32(const float *base, int64_t rs, int64_t rows, int64_t size0, int64_t L, int64_t power,
+                             float *acc, float *out) {
+	inner_f32(base, rs, rows, size0, L, power, acc, out);
+}
+__attribute__((target_clones("avx2", "default")))
+static void hpusim_inner_f64(const double *base, int64_t rs, int64_t rows, int64_t size0, int64_t L, int64_t power,
+                             double *acc, double *out) {
+	inner_f64(base, rs, rows, size0, L, power, acc, out);
+}
+*/
+import "C"
+
+import "unsafe"
+
+// cgoCascadeMin is the number of terms from which the C cascade beats the Go loop.
+const cgoCascadeMin = 256
+
+// cascadeC runs cascadeSum's contiguous case in C.
+func cascadeC[A sumFloat](p unsafe.Pointer, is, size, nrows, power int64, acc []A) {
+	if unsafe.Sizeof(acc[0]) == 4 {
+		C.hpusim_cascade_f32((*C.float)(p), C.int64_t(is), C.int64_t(size), C.int64_t(nrows), C.int64_t(power),
+			(*C.float)(unsafe.Pointer(unsafe.SliceData(acc))))
+		return
+	}
+	C.hpusim_cascade_f64((*C.double)(p), C.int64_t(is), C.int64_t(size), C.int64_t(nrows), C.int64_t(power),
+		(*C.double)(unsafe.Pointer(unsafe.SliceData(acc))))
+}
+
+// innerC is loop2dFast's contiguous inner reduction of rows rows (row stride rs) in C.
+func innerC[A sumFloat](base unsafe.Pointer, rs, rows, size0, L, power int64, acc, out []A) {
+	if unsafe.Sizeof(acc[0]) == 4 {
+		C.hpusim_inner_f32((*C.float)(base), C.int64_t(rs), C.int64_t(rows), C.int64_t(size0), C.int64_t(L),
+			C.int64_t(power), (*C.float)(unsafe.Pointer(unsafe.SliceData(acc))), (*C.float)(unsafe.Pointer(unsafe.SliceData(out))))
+		return
+	}
+	C.hpusim_inner_f64((*C.double)(base), C.int64_t(rs), C.int64_t(rows), C.int64_t(size0), C.int64_t(L),
+		C.int64_t(power), (*C.double)(unsafe.Pointer(unsafe.SliceData(acc))), (*C.double)(unsafe.Pointer(unsafe.SliceData(out))))
+}
