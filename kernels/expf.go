@@ -3,16 +3,12 @@ package kernels
 import "math"
 
 // expF32 is exp(x) rounded to float32: a float64 evaluation rounded once, accurate to
-// ~1e-12 relative, so it equals float32(math.Exp(float64(x))) except within 1e-12 of a
-// rounding boundary (then it may be one ulp off). exp(x) = 2^(k/32) * e^u with k =
-// round(x*32/ln2), |u| <= ln2/64: a 32-entry table and a degree-4 polynomial, a much
-// shorter dependency chain than math.Exp's.
+// ~3e-13 relative, so it equals float32(math.Exp(float64(x))) except within 3e-13 of a
+// rounding boundary (then it may be one ulp off). exp(x) = 2^k * e^r, k = round(x/ln 2),
+// |r| <= ln2/2, e^r by its degree-10 Taylor polynomial; k is read from the bits of the
+// rounded value. softmax_cgo.go evaluates the very same operations in C (vectorized), so
+// both give identical bits.
 func expF32(x float32) float32 {
-	const (
-		n32      = 32 / math.Ln2
-		ln2by32  = math.Ln2 / 32
-		roundMag = 1 << 52 * 1.5 // adding and subtracting it rounds to an integer
-	)
 	switch {
 	case x != x:
 		return x
@@ -21,19 +17,17 @@ func expF32(x float32) float32 {
 	case x < -104:
 		return 0
 	}
-	z := float64(x) * n32
-	kd := (z + roundMag) - roundMag
-	u := (z - kd) * ln2by32
-	k := int64(kd)
-	p := 1 + u*(1+u*(1.0/2+u*(1.0/6+u*(1.0/24))))
-	scale := math.Float64frombits(exp2Tab[k&31] + uint64(k>>5)<<52)
-	return float32(p * scale)
+	const (
+		log2e    = 1.4426950408889634
+		ln2Hi    = 6.93147180369123816490e-01
+		ln2Lo    = 1.90821492927058770002e-10
+		roundMag = 1 << 52 * 1.5 // adding it rounds to an integer, kept in the low bits
+	)
+	xd := float64(x)
+	kr := xd*log2e + roundMag
+	k := int64(math.Float64bits(kr) - math.Float64bits(roundMag))
+	kd := kr - roundMag
+	r := (xd - kd*ln2Hi) - kd*ln2Lo
+	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040+r*(1.0/40320+r*(1.0/362880+r*(1.0/3628800))))))))))
+	return float32(p * math.Float64frombits(uint64(k+1023)<<52))
 }
-
-// exp2Tab holds the bits of 2^(j/32).
-var exp2Tab = func() (t [32]uint64) {
-	for j := range t {
-		t[j] = math.Float64bits(math.Exp2(float64(j) / 32))
-	}
-	return
-}()

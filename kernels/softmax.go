@@ -69,10 +69,34 @@ func Softmax(log bool, out, in Tensor, o SoftmaxOpts) error {
 	if in.DType == Float32 && out.DType == Float32 && in.Strides[1] == 1 && out.Strides[1] == 1 {
 		// rows in place in out: the same float32 arithmetic without conversions
 		ParallelFor(M, N*8, func(lo, hi int64) {
+			row := func(t Tensor, m int64) []float32 {
+				return unsafe.Slice((*float32)(at(t.Ptr, m*t.Strides[0]*4)), N)
+			}
+			if in.Ptr != out.Ptr && !noCSoftmax {
+				bad := make([]uint8, hi-lo)
+				if softmaxRowsC(at(in.Ptr, lo*in.Strides[0]*4), in.Strides[0], at(out.Ptr, lo*out.Strides[0]*4),
+					out.Strides[0], hi-lo, N, log, o.LastDim, bad) {
+					for j, b := range bad {
+						if b != 0 { // a NaN row: torch's NaN handling
+							y := row(out, lo+int64(j))
+							copy(y, row(in, lo+int64(j)))
+							softmaxRow32(log, y, Float32, o.LastDim, false)
+						}
+					}
+					return
+				}
+			}
+			var tmp []float32
 			for m := lo; m < hi; m++ {
-				x := unsafe.Slice((*float32)(at(in.Ptr, m*in.Strides[0]*4)), N)
-				y := unsafe.Slice((*float32)(at(out.Ptr, m*out.Strides[0]*4)), N)
-				if &x[0] == &y[0] || !softmaxRowF32(log, y, x, o.LastDim) {
+				x, y := row(in, m), row(out, m)
+				if &x[0] == &y[0] { // in place: from a copy
+					if tmp == nil {
+						tmp = make([]float32, N)
+					}
+					copy(tmp, x)
+					x = tmp
+				}
+				if !softmaxRowF32(log, y, x, o.LastDim) {
 					copy(y, x)
 					softmaxRow32(log, y, Float32, o.LastDim, false)
 				}
@@ -119,9 +143,26 @@ func rowMax32(x []float32) float32 {
 
 func exp32(v float32) float32 { return expF32(v) }
 
+// noCSoftmax forces the Go rows (tests compare them with the C ones).
+var noCSoftmax bool
+
+// sumExps adds a row's exps in the order of torch's kernel: over the last dim its
+// 16-lane reduce_all, over another dim sequentially.
+func sumExps(e []float32, lastDim bool) float32 {
+	if lastDim {
+		return vecSum(e, vecW32)
+	}
+	var s float32
+	for _, v := range e {
+		s += v
+	}
+	return s
+}
+
 // softmaxRowF32 is softmaxRow32 of a float32 row x into y (not aliased) with a cheaper
-// max (no NaN test: a NaN reaches the sum of exps instead); it reports false, leaving y
-// undefined, when that sum is NaN and the caller must take softmaxRow32.
+// max (no NaN test: a NaN reaches the sum of exps instead) and torch's summation order
+// (sumExps); it reports false, leaving y undefined, when that sum is NaN and the caller
+// must take softmaxRow32. softmax_cgo.go has the same in C.
 func softmaxRowF32(log bool, y, x []float32, lastDim bool) bool {
 	y = y[:len(x)]
 	mx := float32(math.Inf(-1))
@@ -132,9 +173,10 @@ func softmaxRowF32(log bool, y, x []float32, lastDim bool) bool {
 	}
 	var s float32
 	if log {
-		for _, v := range x {
-			s += exp32(v - mx)
+		for i, v := range x {
+			y[i] = exp32(v - mx)
 		}
+		s = sumExps(y, lastDim)
 		if s != s {
 			return false
 		}
@@ -145,10 +187,9 @@ func softmaxRowF32(log bool, y, x []float32, lastDim bool) bool {
 		return true
 	}
 	for i, v := range x {
-		e := exp32(v - mx)
-		y[i] = e
-		s += e
+		y[i] = exp32(v - mx)
 	}
+	s = sumExps(y, lastDim)
 	if s != s {
 		return false
 	}

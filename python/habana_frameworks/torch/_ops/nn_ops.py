@@ -226,14 +226,24 @@ def _ncs(t):
     return t.reshape(t.shape[0], t.shape[1], -1)
 
 
+def _per_channel_ok(C, *ts) -> bool:
+    return all(t is None or (t.dim() == 1 and t.shape[0] == C) for t in ts)
+
+
 @native("aten::native_batch_norm")
 def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    ms = aten.native_batch_norm(meta(input), meta(weight), meta(bias), meta(running_mean),
-                                meta(running_var), training, momentum, eps)
+    if input.dim() >= 2 and _per_channel_ok(input.shape[1], weight, bias, running_mean, running_var) and (
+            training or (running_mean is not None and running_var is not None)):
+        # well-formed arguments: the output is the input's shape and dtype (the meta
+        # kernel, a Python decomposition, costs more than the kernel itself)
+        out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+    else:
+        ms = aten.native_batch_norm(meta(input), meta(weight), meta(bias), meta(running_mean),
+                                    meta(running_var), training, momentum, eps)
+        out = _empty(ms[0], input.device)
     _floats(input, weight, bias, running_mean, running_var)
     if input.dim() < 2:
         raise NotNative
-    out = _empty(ms[0], input.device)
     if input.numel() == 0:
         raise NotNative
     # CPU: statistics in float32 when a reduced-precision input meets float32 parameters;
@@ -322,7 +332,18 @@ def _numel(shape) -> int:
 
 @native("aten::native_layer_norm")
 def native_layer_norm(input, normalized_shape, weight, bias, eps):
-    ms = aten.native_layer_norm(meta(input), normalized_shape, meta(weight), meta(bias), eps)
+    n = len(normalized_shape)
+    axis = input.dim() - n
+    shp = tuple(normalized_shape)
+    if n and axis >= 0 and tuple(input.shape[axis:]) == shp and all(
+            t is None or tuple(t.shape) == shp for t in (weight, bias)):
+        # well-formed arguments: output as the input, statistics [*leading, 1, ...] (the
+        # meta kernel, a Python decomposition, costs more than the kernel itself)
+        stat_shape = tuple(input.shape[:axis]) + (1,) * n
+        ms = (torch.empty(input.shape, dtype=input.dtype, device="meta"),
+              torch.empty(stat_shape, device="meta"), torch.empty(stat_shape, device="meta"))
+    else:
+        ms = aten.native_layer_norm(meta(input), normalized_shape, meta(weight), meta(bias), eps)
     _floats(input, weight, bias)
     D = _numel(normalized_shape)
     # CPU keeps the statistics in the input dtype unless a reduced input meets float32

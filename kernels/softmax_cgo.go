@@ -1,0 +1,110 @@
+//go:build cgo
+
+package kernels
+
+/*
+#cgo CFLAGS: -O3
+#cgo LDFLAGS: -lm
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+// Every floating-point operation below must round exactly like its Go counterpart
+// (expF32, vecSum, softmaxRowF32): no contraction into fused multiply-adds. Comparisons
+// may not trap (no FP exceptions are observed), so selects become vector blends.
+#pragma GCC optimize("fp-contract=off", "no-trapping-math")
+
+static inline float hp_expf(float x) {
+	const double log2e = 1.4426950408889634, ln2hi = 6.93147180369123816490e-01,
+	             ln2lo = 1.90821492927058770002e-10, mag = 6755399441055744.0;
+	// clamped, so every lane computes the same operations: beyond the clamps the
+	// result over- or underflows float32 anyway (inf, 0); NaN stays NaN
+	x = x > 88.8f ? 88.8f : x;
+	x = x < -104.5f ? -104.5f : x;
+	double xd = x;
+	double kr = xd * log2e + mag;
+	int64_t kb, mb;
+	memcpy(&kb, &kr, 8);
+	memcpy(&mb, &mag, 8);
+	double kd = kr - mag;
+	double r = (xd - kd * ln2hi) - kd * ln2lo;
+	double p = 1 + r * (1 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (1.0 / 720 +
+	           r * (1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (1.0 / 3628800))))))))));
+	uint64_t sb = (uint64_t)(kb - mb + 1023) << 52;
+	double scale;
+	memcpy(&scale, &sb, 8);
+	return (float)(p * scale);
+}
+
+// torch's reduce_all order over 16 lanes (vecSum in layernorm.go).
+static inline float vecsum16(const float *v, int64_t n) {
+	if (n < 16) {
+		float s = v[0];
+		for (int64_t i = 1; i < n; i++) s += v[i];
+		return s;
+	}
+	float acc[16];
+	memcpy(acc, v, sizeof acc);
+	for (int64_t d = 16; d < n; d += 16) {
+		int64_t m = n - d < 16 ? n - d : 16;
+		for (int64_t j = 0; j < m; j++) acc[j] += v[d + j];
+	}
+	for (int h = 8; h >= 1; h /= 2)
+		for (int j = 0; j < h; j++) acc[j] += acc[j + h];
+	return acc[0];
+}
+
+// softmaxRowF32 of rows rows of n floats (x row stride xs, y row stride ys); bad[j] = 1
+// marks a row whose sum of exps is NaN (the caller redoes it).
+__attribute__((target_clones("avx2", "default")))
+static void hpusim_softmax_f32(const float *x, int64_t xs, float *y, int64_t ys, int64_t rows, int64_t n,
+                               int islog, int lastdim, uint8_t *bad) {
+	for (int64_t j = 0; j < rows; j++) {
+		const float *xr = x + j * xs;
+		float *yr = y + j * ys;
+		float m[16];
+		for (int l = 0; l < 16; l++) m[l] = -INFINITY;
+		int64_t i = 0;
+		for (; i + 16 <= n; i += 16)
+			for (int l = 0; l < 16; l++) m[l] = xr[i + l] > m[l] ? xr[i + l] : m[l];
+		float mx = -INFINITY;
+		for (int l = 0; l < 16; l++) mx = m[l] > mx ? m[l] : mx;
+		for (; i < n; i++) mx = xr[i] > mx ? xr[i] : mx;
+		for (i = 0; i < n; i++) yr[i] = hp_expf(xr[i] - mx);
+		float s;
+		if (lastdim) {
+			s = vecsum16(yr, n);
+		} else {
+			s = 0;
+			for (i = 0; i < n; i++) s += yr[i];
+		}
+		bad[j] = s != s;
+		if (s != s) continue;
+		if (islog) {
+			float ls = (float)log((double)s);
+			for (i = 0; i < n; i++) yr[i] = (xr[i] - mx) - ls;
+		} else if (lastdim) {
+			float inv = 1 / s;
+			for (i = 0; i < n; i++) yr[i] = yr[i] * inv;
+		} else {
+			for (i = 0; i < n; i++) yr[i] = yr[i] / s;
+		}
+	}
+}
+*/
+import "C"
+
+import "unsafe"
+
+// softmaxRowsC runs softmaxRowF32 over rows in C; bad[j] marks rows to redo.
+func softmaxRowsC(x unsafe.Pointer, xs int64, y unsafe.Pointer, ys int64, rows, n int64, log, lastDim bool, bad []uint8) bool {
+	b2i := func(b bool) C.int {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	C.hpusim_softmax_f32((*C.float)(x), C.int64_t(xs), (*C.float)(y), C.int64_t(ys), C.int64_t(rows), C.int64_t(n),
+		b2i(log), b2i(lastDim), (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(bad))))
+	return true
+}
