@@ -2,13 +2,13 @@ package kernels
 
 import "math"
 
-// expF32 is exp(x) rounded to float32: a float64 evaluation rounded once, accurate to
+// expPoly32 is exp(x) rounded to float32: a float64 evaluation rounded once, accurate to
 // ~3e-13 relative, so it equals float32(math.Exp(float64(x))) except within 3e-13 of a
 // rounding boundary (then it may be one ulp off). exp(x) = 2^k * e^r, k = round(x/ln 2),
 // |r| <= ln2/2, e^r by its degree-10 Taylor polynomial; k is read from the bits of the
 // rounded value. softmax_cgo.go evaluates the very same operations in C (vectorized), so
 // both give identical bits.
-func expF32(x float32) float32 {
+func expPoly32(x float32) float32 {
 	switch {
 	case x != x:
 		return x

@@ -6,17 +6,17 @@ import (
 	"testing"
 )
 
-func TestExpF32(t *testing.T) {
+func TestExpPoly32(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	diff := 0
 	check := func(x float32) {
-		got, want := expF32(x), float32(math.Exp(float64(x)))
+		got, want := expPoly32(x), float32(math.Exp(float64(x)))
 		if got == want || (got != got && want != want) {
 			return
 		}
 		d := int64(math.Float32bits(got)) - int64(math.Float32bits(want))
 		if d > 1 || d < -1 {
-			t.Fatalf("expF32(%v) = %v, want %v", x, got, want)
+			t.Fatalf("expPoly32(%v) = %v, want %v", x, got, want)
 		}
 		diff++
 	}
@@ -33,7 +33,7 @@ func TestExpF32(t *testing.T) {
 	}
 }
 
-func BenchmarkExpF32(b *testing.B) {
+func BenchmarkExpPoly32(b *testing.B) {
 	x := make([]float32, 4096)
 	for i := range x {
 		x[i] = float32(i%200) * -0.05
@@ -42,7 +42,7 @@ func BenchmarkExpF32(b *testing.B) {
 		var s float32
 		for i := 0; i < b.N; i++ {
 			for _, v := range x {
-				s += expF32(v)
+				s += expPoly32(v)
 			}
 		}
 		_ = s

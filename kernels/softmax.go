@@ -141,7 +141,7 @@ func rowMax32(x []float32) float32 {
 	return mx
 }
 
-func exp32(v float32) float32 { return expF32(v) }
+func exp32(v float32) float32 { return expPoly32(v) }
 
 // noCSoftmax forces the Go rows (tests compare them with the C ones).
 var noCSoftmax bool

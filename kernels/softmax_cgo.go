@@ -10,7 +10,7 @@ package kernels
 #include <math.h>
 
 // Every floating-point operation below must round exactly like its Go counterpart
-// (expF32, vecSum, softmaxRowF32): no contraction into fused multiply-adds. Comparisons
+// (expPoly32, vecSum, softmaxRowF32): no contraction into fused multiply-adds. Comparisons
 // may not trap (no FP exceptions are observed), so selects become vector blends.
 #pragma GCC optimize("fp-contract=off", "no-trapping-math")
 
