@@ -24,6 +24,9 @@ func Copy(dst, src Tensor) error {
 		}
 	}
 	l := newLayout(dst.Sizes, [][]int64{dst.Strides, src.Strides}, []int{dst.DType.Size(), src.DType.Size()})
+	if dst.DType == src.DType && copyShortRows(l, dst.Ptr, src.Ptr, int64(dst.DType.Size())) {
+		return nil
+	}
 	l.run([]unsafe.Pointer{dst.Ptr, src.Ptr}, 1, convertRow(dst.DType, src.DType))
 	return nil
 }
@@ -89,6 +92,68 @@ func convertRow(dt, st DType) rowFunc {
 			storeFloat(at(p[0], lo*s[0]), s[0], dt, buf[:m])
 		}
 	}
+}
+
+// copyShortRows copies a same-dtype layout whose inner rows are short and contiguous on
+// both sides (a permute that keeps the last dim, e.g. splitting attention heads) without
+// the generic per-row call: the row loop steps the offsets itself and moves each row
+// with one fixed-size load and store. Reports false for layouts it does not handle.
+func copyShortRows(l layout, dp, sp unsafe.Pointer, es int64) bool {
+	d := len(l.sizes)
+	if d < 2 || d > 16 {
+		return false
+	}
+	ds, ss, sz := l.strides[0], l.strides[1], l.sizes
+	rb := sz[d-1] * es
+	if ds[d-1] != es || ss[d-1] != es || rb > 256 {
+		return false
+	}
+	rows := int64(1)
+	for _, n := range sz[:d-1] {
+		rows *= n
+	}
+	ParallelFor(rows, sz[d-1], func(lo, hi int64) {
+		var idx [16]int64
+		var do, so int64
+		rem := lo
+		for k := d - 2; k >= 0; k-- {
+			idx[k] = rem % sz[k]
+			rem /= sz[k]
+			do += idx[k] * ds[k]
+			so += idx[k] * ss[k]
+		}
+		m, dm, sm := sz[d-2], ds[d-2], ss[d-2]
+		for r := lo; r < hi; {
+			// the rows left along dim d-2, then the odometer over the outer dims
+			jn := min(m-idx[d-2], hi-r)
+			q, p := at(dp, do), at(sp, so)
+			switch rb {
+			case 64:
+				for j := int64(0); j < jn; j++ {
+					*(*[64]byte)(at(q, j*dm)) = *(*[64]byte)(at(p, j*sm))
+				}
+			case 32:
+				for j := int64(0); j < jn; j++ {
+					*(*[32]byte)(at(q, j*dm)) = *(*[32]byte)(at(p, j*sm))
+				}
+			default:
+				for j := int64(0); j < jn; j++ {
+					copy(unsafe.Slice((*byte)(at(q, j*dm)), rb), unsafe.Slice((*byte)(at(p, j*sm)), rb))
+				}
+			}
+			r += jn
+			idx[d-2] += jn
+			do += jn * dm
+			so += jn * sm
+			for k := d - 2; k > 0 && idx[k] == sz[k]; k-- {
+				do += ds[k-1] - idx[k]*ds[k]
+				so += ss[k-1] - idx[k]*ss[k]
+				idx[k] = 0
+				idx[k-1]++
+			}
+		}
+	})
+	return true
 }
 
 func stridedCopy[T any](p []unsafe.Pointer, s []int64, n int64) {

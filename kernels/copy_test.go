@@ -106,3 +106,67 @@ func TestParallelForPanicPropagates(t *testing.T) {
 		}
 	})
 }
+
+// Permuted copies with short contiguous rows (copyShortRows) against an element loop,
+// for shapes large enough to be split over workers.
+func TestCopyShortRows(t *testing.T) {
+	for _, c := range []struct {
+		sizes []int64
+		perm  []int
+	}{
+		{[]int64{16, 4, 64, 16}, []int{0, 2, 1, 3}},
+		{[]int64{3, 5, 7, 8}, []int{2, 0, 1, 3}},
+		{[]int64{40, 33, 9, 3}, []int{1, 0, 2, 3}},
+		{[]int64{257, 129, 32}, []int{1, 0, 2}},
+		{[]int64{5, 300, 66}, []int{1, 0, 2}},
+	} {
+		n := int64(1)
+		for _, s := range c.sizes {
+			n *= s
+		}
+		data := make([]float32, n)
+		for i := range data {
+			data[i] = float32(i)
+		}
+		d := len(c.sizes)
+		st := make([]int64, d)
+		acc := int64(1)
+		for i := d - 1; i >= 0; i-- {
+			st[i] = acc
+			acc *= c.sizes[i]
+		}
+		ps, pst := make([]int64, d), make([]int64, d)
+		for i, p := range c.perm {
+			ps[i], pst[i] = c.sizes[p], st[p]
+		}
+		out := make([]float32, n)
+		ost := make([]int64, d)
+		acc = 1
+		for i := d - 1; i >= 0; i-- {
+			ost[i] = acc
+			acc *= ps[i]
+		}
+		src := Tensor{Ptr: unsafe.Pointer(&data[0]), DType: Float32, Sizes: ps, Strides: pst}
+		dst := Tensor{Ptr: unsafe.Pointer(&out[0]), DType: Float32, Sizes: ps, Strides: ost}
+		if err := Copy(dst, src); err != nil {
+			t.Fatal(err)
+		}
+		idx := make([]int64, d)
+		for e := int64(0); e < n; e++ {
+			var so, do int64
+			for k := 0; k < d; k++ {
+				so += idx[k] * pst[k]
+				do += idx[k] * ost[k]
+			}
+			if out[do] != data[so] {
+				t.Fatalf("%v perm %v: element %v = %v, want %v", c.sizes, c.perm, idx, out[do], data[so])
+			}
+			for k := d - 1; k >= 0; k-- {
+				if idx[k]++; idx[k] < ps[k] {
+					break
+				}
+				idx[k] = 0
+			}
+		}
+	}
+}

@@ -689,6 +689,7 @@ func ewAbs[T flt](o []T, in [][]T, p []float64) {
 	}
 }
 
+// ewSign is (x > 0) - (x < 0), as torch's CPU kernel: 0 for zeros and NaN.
 func ewSign[T flt](o []T, in [][]T, p []float64) {
 	a := in[0][:len(o)]
 	for i := range o {
@@ -698,10 +699,8 @@ func ewSign[T flt](o []T, in [][]T, p []float64) {
 			o[i] = 1
 		case x < 0:
 			o[i] = -1
-		case x == 0:
-			o[i] = 0
 		default:
-			o[i] = x
+			o[i] = 0
 		}
 	}
 }

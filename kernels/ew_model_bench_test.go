@@ -77,3 +77,62 @@ func BenchmarkEWModel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCopyPermuted is clone() of the transformer's head split: [16,4,64,16] permuted
+// to [16,64,4,16] (rows of 16 contiguous floats), and the reverse.
+func BenchmarkCopyPermuted(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	src := benchTensor(r, Float32, 16, 4, 64, 16)
+	perm := Tensor{Ptr: src.Ptr, DType: Float32, Sizes: []int64{16, 64, 4, 16}, Strides: []int64{4096, 16, 1024, 1}}
+	dst := benchTensor(r, Float32, 16, 64, 4, 16)
+	qkv := benchTensor(r, Float32, 16, 64, 192)
+	heads := Tensor{Ptr: qkv.Ptr, DType: Float32, Sizes: []int64{16, 4, 64, 16}, Strides: []int64{12288, 16, 192, 1}}
+	dst2 := benchTensor(r, Float32, 16, 4, 64, 16)
+	tr := Tensor{Ptr: src.Ptr, DType: Float32, Sizes: []int64{16, 64, 64}, Strides: []int64{4096, 1, 64}}
+	dst3 := benchTensor(r, Float32, 16, 64, 64)
+	for _, c := range []struct {
+		name     string
+		dst, src Tensor
+	}{{"perm0213", dst, perm}, {"qkvHeads", dst2, heads}, {"transpose", dst3, tr}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(4 * c.dst.Numel())
+			for i := 0; i < b.N; i++ {
+				if err := Copy(c.dst, c.src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkRandomModel(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	t := benchTensor(r, Float32, 16, 4, 64, 64)
+	s := Stream{Seed: 1, Offset: 2}
+	b.Run("bernoulli", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := Bernoulli(t, nil, s, 0.9); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	mask := make([]uint8, t.Numel())
+	mt := Tensor{Ptr: unsafe.Pointer(&mask[0]), DType: Bool, Sizes: t.Sizes, Strides: t.Strides}
+	o := benchTensor(r, Float32, 16, 4, 64, 64)
+	b.Run("dropout", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := Dropout(o, mt, t, s, 0.1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkPhiloxBlocks(b *testing.B) {
+	w := make([]uint32, 4*rndBatch)
+	s := Stream{Seed: 1, Offset: 2}
+	b.SetBytes(int64(len(w) * 4))
+	for i := 0; i < b.N; i++ {
+		philoxBlocks(w, s, uint64(i))
+	}
+}

@@ -75,10 +75,81 @@ static inline float fm_erf_as(float x) {
 	return x < 0 ? -y : y;
 }
 
+// log(x) in float32 for normal positive x to ~1 ULP: x = 2^k m with m in [sqrt(1/2),
+// sqrt(2)), log m = 2 atanh(s) with s = (m-1)/(m+1), |s| < 0.172, by its series through
+// s^9 (truncation < 3e-9 relative).
+static inline float fm_log_pos(float x) {
+	union { float f; uint32_t u; } v = { x };
+	int32_t k = (int32_t)(v.u >> 23) - 127;
+	v.u = (v.u & 0x007fffff) | 0x3f800000; // m in [1, 2)
+	float m = v.f;
+	int big = m > 1.41421356f;
+	m = big ? m * 0.5f : m;
+	k = big ? k + 1 : k;
+	float s = (m - 1.0f) / (m + 1.0f), z = s * s;
+	float q = 1.0f / 9;
+	q = fmaf(q, z, 1.0f / 7);
+	q = fmaf(q, z, 1.0f / 5);
+	q = fmaf(q, z, 1.0f / 3);
+	float lm = fmaf(2.0f * s * z, q, 2.0f * s);
+	float kf = (float)k;
+	return fmaf(kf, 0.693145751953125f, fmaf(kf, 1.428606765330187e-06f, lm));
+}
+
+// log1p(u) for u >= 0 (and inf): log(1+u) corrected for the rounding of 1+u.
+static inline float fm_log1p_pos(float u) {
+	float y = 1.0f + u;
+	float c = (u - (y - 1.0f)) / y;
+	float r = fm_log_pos(y) + c;
+	r = u < 1e-4f ? u * fmaf(-0.5f, u, 1.0f) : r; // series where 1+u keeps few of u's bits
+	return u == u && y != (float)INFINITY ? r : u;
+}
+
+// expm1(x) in float32: its Taylor series through x^9 below |x| = 0.5 (truncation < 3e-10
+// relative), exp(x) - 1 above, where the subtraction loses at most one bit.
+static inline float fm_expm1(float x) {
+	float p = 1.0f / 362880;
+	p = fmaf(p, x, 1.0f / 40320);
+	p = fmaf(p, x, 1.0f / 5040);
+	p = fmaf(p, x, 1.0f / 720);
+	p = fmaf(p, x, 1.0f / 120);
+	p = fmaf(p, x, 1.0f / 24);
+	p = fmaf(p, x, 1.0f / 6);
+	p = fmaf(p, x, 0.5f);
+	float small = fmaf(p * x, x, x);
+	float big = fm_exp(x) - 1.0f;
+	float ax = x < 0 ? -x : x;
+	return ax < 0.5f ? small : big;
+}
+
+// erf to ~3e-13 absolute in double (then rounded to float32), from the table erfTab that
+// elementwise_ops.go builds (piecewise degree-5 Taylor expansions in steps of 1/32): the
+// same values as its erfF32.
+#define ERF_STEP 32
+#define ERF_N (ERF_STEP * 6)
+static double erf_tab[ERF_N][6];
+static void hpusim_set_erf_tab(const double *t) {
+	for (int i = 0; i < ERF_N * 6; i++) erf_tab[i / 6][i % 6] = t[i];
+}
+static inline float fm_erf(float xf) {
+	double x = xf, y = x < 0 ? -x : x;
+	double y2 = y * y;
+	double small = y * (1.1283791670955126 + y2 * (-0.37612638903183754 + y2 * (0.11283791670955126 +
+		y2 * (-0.026866170645131252 + y2 * 0.005223977625442188))));
+	int i = (int)(y < 6 ? y * ERF_STEP : 0);
+	double t = y - ((double)i + 0.5) / ERF_STEP;
+	const double *k = erf_tab[i];
+	double mid = k[0] + t * (k[1] + t * (k[2] + t * (k[3] + t * (k[4] + t * k[5]))));
+	double r = y < 1.0 / 16 ? small : (y < 6 ? mid : 1.0);
+	r = x < 0 ? -r : r;
+	return xf != xf ? xf : (float)r;
+}
+
 enum {
 	FM_EXP, FM_SIGMOID, FM_SILU, FM_SILU_BWD, FM_TANH, FM_GELU, FM_GELU_BWD, FM_GELU_TANH,
 	FM_GELU_TANH_BWD, FM_ADD, FM_ADD_ALPHA, FM_MUL, FM_DIV, FM_WHERE, FM_RELU, FM_THRESHOLD_BWD,
-	FM_LERP, FM_ADDCDIV, FM_ADDCMUL, FM_SIGMOID_BWD, FM_TANH_BWD,
+	FM_LERP, FM_ADDCDIV, FM_ADDCMUL, FM_SIGMOID_BWD, FM_TANH_BWD, FM_ERF, FM_SOFTPLUS,
+	FM_SOFTPLUS_BWD, FM_ELU, FM_ELU_BWD,
 };
 
 #define LOOP _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++)
@@ -171,9 +242,88 @@ static void CLONES fm_tanh_bwd(float *o, const float *g, const float *y, size_t 
 	LOOP o[i] = g[i] * (1.0f - y[i] * y[i]);
 }
 
+static void CLONES fm_erf_loop(float *o, const float *a, size_t n) { LOOP o[i] = fm_erf(a[i]); }
+// softplus and elu: p holds the op's parameters (see ewSoftplus, ewElu).
+static void CLONES fm_softplus(float *o, const float *a, const float *p, size_t n) {
+	float beta = p[0], th = p[1];
+	LOOP {
+		float x = a[i], z = x * beta;
+		o[i] = z > th ? x : fm_log1p_pos(fm_exp(z)) / beta;
+	}
+}
+static void CLONES fm_softplus_bwd(float *o, const float *g, const float *a, const float *p, size_t n) {
+	float beta = p[0], th = p[1];
+	LOOP {
+		float x = a[i], z = fm_exp(x * beta);
+		o[i] = x * beta > th ? g[i] : g[i] * z / (z + 1.0f);
+	}
+}
+static void CLONES fm_elu(float *o, const float *a, const float *p, size_t n) {
+	float negcoef = p[0], poscoef = p[1], negipt = p[2];
+	LOOP {
+		float x = a[i];
+		o[i] = x <= 0 ? fm_expm1(x * negipt) * negcoef : x * poscoef;
+	}
+}
+static void CLONES fm_elu_bwd(float *o, const float *g, const float *a, const float *p, size_t n) {
+	float negcoef = p[0], poscoef = p[1], negipt = p[2];
+	int is_result = p[3] != 0;
+	LOOP {
+		float x = a[i];
+		float neg = is_result ? g[i] * negipt * (x + negcoef) : g[i] * negipt * negcoef * fm_exp(x * negipt);
+		o[i] = x > 0 ? g[i] * poscoef : neg;
+	}
+}
+
+// Philox4x32-10 blocks b0 .. b0+nb-1 of a Stream (see philox.go), 4 words each, one block
+// per vector lane.
+static void CLONES hpusim_philox(uint32_t *restrict out, uint64_t b0, size_t nb, uint32_t k0, uint32_t k1,
+		uint32_t o0, uint32_t o1) {
+	for (size_t i = 0; i < nb; i++) {
+		uint64_t b = b0 + i;
+		uint32_t c0 = (uint32_t)b, c1 = (uint32_t)(b >> 32), c2 = o0, c3 = o1;
+		uint32_t a0 = k0, a1 = k1;
+		for (int r = 0; r < 10; r++) {
+			uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+			uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ a0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ a1;
+			c0 = n0;
+			c1 = (uint32_t)p1;
+			c2 = n2;
+			c3 = (uint32_t)p0;
+			a0 += 0x9E3779B9u;
+			a1 += 0xBB67AE85u;
+		}
+		out[4 * i] = c0;
+		out[4 * i + 1] = c1;
+		out[4 * i + 2] = c2;
+		out[4 * i + 3] = c3;
+	}
+}
+
+// Bernoulli and dropout from stream words: u keeps element i when w[i] < thr (thr = q*2^32,
+// the exact form of w/2^32 < q); dropout scales in double as the Go definition does.
+static void CLONES hpusim_bern_f32(float *restrict o, const uint32_t *restrict w, size_t n, double thr) {
+	for (size_t i = 0; i < n; i++) o[i] = (double)w[i] < thr ? 1.0f : 0.0f;
+}
+static void CLONES hpusim_dropout_f32(float *o, uint8_t *restrict m, const float *x, const uint32_t *restrict w,
+		size_t n, double thr, double scale) {
+#pragma GCC ivdep
+	for (size_t i = 0; i < n; i++) {
+		double k = (double)w[i] < thr ? 1.0 : 0.0;
+		m[i] = (uint8_t)k;
+		o[i] = (float)((double)x[i] * k * scale);
+	}
+}
+
 // hpusim_f32 runs op over n contiguous float32 elements; one C entry point for all ops.
-static void hpusim_f32(int op, float *o, const float *a, const float *b, const float *c, float p0, size_t n) {
+static void hpusim_f32(int op, float *o, const float *a, const float *b, const float *c, float p0,
+		const float *p, size_t n) {
 	switch (op) {
+	case FM_ERF: fm_erf_loop(o, a, n); break;
+	case FM_SOFTPLUS: fm_softplus(o, a, p, n); break;
+	case FM_SOFTPLUS_BWD: fm_softplus_bwd(o, a, b, p, n); break;
+	case FM_ELU: fm_elu(o, a, p, n); break;
+	case FM_ELU_BWD: fm_elu_bwd(o, a, b, p, n); break;
 	case FM_EXP: fm_exp_loop(o, a, n); break;
 	case FM_SIGMOID: fm_sigmoid(o, a, n); break;
 	case FM_SILU: fm_silu(o, a, n); break;
@@ -200,7 +350,10 @@ static void hpusim_f32(int op, float *o, const float *a, const float *b, const f
 */
 import "C"
 
-import "unsafe"
+import (
+	"sync"
+	"unsafe"
+)
 
 // fmOp is the Go side of one C op: the float32 EWFunc that hands the whole chunk to C.
 // The pure Go versions (elementwise_ops.go) remain the nocgo build's implementation.
@@ -218,7 +371,12 @@ func fmOp(op C.int, nin int, param func(p []float64) float32) EWFunc[float32] {
 		if param != nil {
 			p0 = param(p)
 		}
-		C.hpusim_f32(op, (*C.float)(unsafe.Pointer(unsafe.SliceData(o))), ptr[0], ptr[1], ptr[2], C.float(p0), C.size_t(n))
+		var pf [4]C.float
+		for i := range min(len(p), 4) {
+			pf[i] = C.float(p[i])
+		}
+		C.hpusim_f32(op, (*C.float)(unsafe.Pointer(unsafe.SliceData(o))), ptr[0], ptr[1], ptr[2], C.float(p0),
+			&pf[0], C.size_t(n))
 	}
 }
 
@@ -267,4 +425,45 @@ func installFast() {
 	set("addcmul", fmOp(C.FM_ADDCMUL, 3, fmP0))
 	set("sigmoid_backward", fmOp(C.FM_SIGMOID_BWD, 2, nil))
 	set("tanh_backward", fmOp(C.FM_TANH_BWD, 2, nil))
+	// erfTab is built by a later init: copy it to C on first use
+	erf, erfOnce := fmOp(C.FM_ERF, 1, nil), new(sync.Once)
+	set("erf", func(o []float32, in [][]float32, p []float64) {
+		erfOnce.Do(func() { C.hpusim_set_erf_tab((*C.double)(unsafe.Pointer(&erfTab[0][0]))) })
+		erf(o, in, p)
+	})
+	set("softplus", fmOp(C.FM_SOFTPLUS, 1, nil))
+	set("softplus_backward", fmOp(C.FM_SOFTPLUS_BWD, 2, nil))
+	// elu's parameters as ewElu derives them: (alpha*scale, scale, input_scale, is_result)
+	elu, eluBwd := fmOp(C.FM_ELU, 1, nil), fmOp(C.FM_ELU_BWD, 2, nil)
+	set("elu", func(o []float32, in [][]float32, p []float64) {
+		elu(o, in, []float64{float64(float32(p[0] * p[1])), p[1], p[2]})
+	})
+	set("elu_backward", func(o []float32, in [][]float32, p []float64) {
+		eluBwd(o, in, []float64{float64(float32(p[0] * p[1])), p[1], p[2], p[3]})
+	})
+}
+
+// philoxBlocks writes the words of blocks b0, b0+1, ... of s into out (4 per block).
+func philoxBlocks(out []uint32, s Stream, b0 uint64) {
+	if len(out) < 4 {
+		return
+	}
+	C.hpusim_philox((*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(out))), C.uint64_t(b0), C.size_t(len(out)/4),
+		C.uint32_t(uint32(s.Seed)), C.uint32_t(uint32(s.Seed>>32)), C.uint32_t(uint32(s.Offset)),
+		C.uint32_t(uint32(s.Offset>>32)))
+}
+
+func bernWords(o []float32, w []uint32, thr float64) {
+	if len(o) > 0 {
+		C.hpusim_bern_f32((*C.float)(unsafe.Pointer(&o[0])), (*C.uint32_t)(unsafe.Pointer(&w[0])), C.size_t(len(o)),
+			C.double(thr))
+	}
+}
+
+func dropoutWords(o []float32, m []uint8, x []float32, w []uint32, thr, scale float64) {
+	if len(o) > 0 {
+		C.hpusim_dropout_f32((*C.float)(unsafe.Pointer(&o[0])), (*C.uint8_t)(unsafe.Pointer(&m[0])),
+			(*C.float)(unsafe.Pointer(&x[0])), (*C.uint32_t)(unsafe.Pointer(&w[0])), C.size_t(len(o)),
+			C.double(thr), C.double(scale))
+	}
 }

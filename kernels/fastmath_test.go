@@ -78,6 +78,46 @@ func TestFastMathUnary(t *testing.T) {
 			cdf := 0.5 * (1 + math.Erf(v*sqrt1_2))
 			return float64(g[i]) * (cdf + v*math.Exp(-0.5*v*v)/math.Sqrt(2*math.Pi))
 		}, 8, 2e-7},
+		{"erf", nil, [][]float32{x}, func(i int) float64 { return math.Erf(float64(x[i])) }, 1, 0},
+		{"softplus", []float64{1, 20}, [][]float32{x}, func(i int) float64 {
+			v := float64(x[i])
+			if v > 20 {
+				return v
+			}
+			return math.Log1p(expF32(x[i]))
+		}, 3, 0},
+		{"softplus", []float64{2, 5}, [][]float32{x}, func(i int) float64 {
+			v := float64(x[i])
+			if float32(x[i]*2) > 5 {
+				return v
+			}
+			return math.Log1p(expF32(x[i]*2)) / 2
+		}, 3, 0},
+		{"elu", []float64{1, 1, 1}, [][]float32{x}, func(i int) float64 {
+			if v := float64(x[i]); v > 0 {
+				return v
+			}
+			return math.Expm1(float64(x[i]))
+		}, 3, 0},
+		{"elu", []float64{0.5, 1.0507, 2}, [][]float32{x}, func(i int) float64 {
+			if v := float64(x[i]); v > 0 {
+				return v * float64(float32(1.0507))
+			}
+			return math.Expm1(float64(x[i]*2)) * float64(float32(0.5*1.0507))
+		}, 3, 0},
+		{"elu_backward", []float64{0.5, 1.0507, 2, 0}, [][]float32{g, x}, func(i int) float64 {
+			if v := float64(x[i]); v > 0 {
+				return float64(g[i] * float32(1.0507))
+			}
+			return float64(g[i]) * 2 * float64(float32(0.5*1.0507)) * math.Exp(float64(x[i]*2))
+		}, 6, 0},
+		{"softplus_backward", []float64{1, 20}, [][]float32{g, x}, func(i int) float64 {
+			if x[i] > 20 {
+				return float64(g[i])
+			}
+			z := expF32(x[i])
+			return float64(g[i]) * z / (z + 1)
+		}, 4, 0},
 		{"silu_backward", nil, [][]float32{g, x}, func(i int) float64 {
 			v := float64(x[i])
 			s := 1 / (1 + expF32(-x[i]))

@@ -1,6 +1,9 @@
 package kernels
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // Known-answer vectors of Philox4x32-10 from the Random123 distribution (kat_vectors).
 func TestPhiloxKnownAnswers(t *testing.T) {
@@ -18,6 +21,58 @@ func TestPhiloxKnownAnswers(t *testing.T) {
 	for _, c := range cases {
 		if got := Philox4x32(c.ctr, c.key); got != c.want {
 			t.Errorf("Philox4x32(%x, %x) = %x, want %x", c.ctr, c.key, got, c.want)
+		}
+	}
+}
+
+// The batched (vectorized C) generator against Stream.Block, and the float32 Bernoulli and
+// dropout fast paths against the per-element definition of the stream.
+func TestPhiloxBlocksAndFastPaths(t *testing.T) {
+	s := Stream{Seed: 0x123456789abcdef, Offset: 0xfedcba9876543210}
+	for _, b0 := range []uint64{0, 1, 1<<32 - 3} {
+		w := make([]uint32, 4*300)
+		philoxBlocks(w, s, b0)
+		for i := 0; i < 300; i++ {
+			want := s.Block(b0 + uint64(i))
+			for j := 0; j < 4; j++ {
+				if w[4*i+j] != want[j] {
+					t.Fatalf("block %d word %d: got %#x, want %#x", b0+uint64(i), j, w[4*i+j], want[j])
+				}
+			}
+		}
+	}
+	const n = 100003 // split over workers, a partial last block
+	o := make([]float32, n)
+	bernoulliF32(o, s, 0.9)
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i%7) - 3
+	}
+	out, mask := make([]float32, n), make([]uint8, n)
+	mk := func(p unsafe.Pointer, dt DType) Tensor {
+		return Tensor{Ptr: p, DType: dt, Sizes: []int64{n}, Strides: []int64{1}}
+	}
+	if err := Dropout(mk(unsafe.Pointer(&out[0]), Float32), mk(unsafe.Pointer(&mask[0]), Bool),
+		mk(unsafe.Pointer(&x[0]), Float32), s, 0.1); err != nil {
+		t.Fatal(err)
+	}
+	scale := float64(float32(1 / (1 - 0.1)))
+	for e := 0; e < n; e++ {
+		w := s.Block(uint64(e / 4))
+		u := float64(w[e%4]) * 0x1p-32
+		want := float32(0)
+		if u < 0.9 {
+			want = 1
+		}
+		if o[e] != want {
+			t.Fatalf("bernoulli element %d: got %v, want %v", e, o[e], want)
+		}
+		k := 0.0
+		if u < 1-0.1 {
+			k = 1
+		}
+		if mask[e] != uint8(k) || out[e] != float32(float64(x[e])*k*scale) {
+			t.Fatalf("dropout element %d: got %v/%v", e, out[e], mask[e])
 		}
 	}
 }

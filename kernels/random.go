@@ -135,6 +135,10 @@ func Bernoulli(t Tensor, prob *Tensor, s Stream, p float64) error {
 		extra = []Tensor{*prob}
 	}
 	dt := t.DType
+	if prob == nil && dt == Float32 && t.IsContiguous() {
+		bernoulliF32(unsafe.Slice((*float32)(t.Ptr), t.Numel()), s, p)
+		return nil
+	}
 	rndGenFill(s, t, extra, 4, 2, func(w *[4]uint32, lane int64, offs []int64) {
 		q := p
 		if prob != nil {
@@ -253,6 +257,34 @@ func rndGetRounded(v float64, dt DType) float64 {
 	return ixGetF(p, dt)
 }
 
+// rndBatch is how many Philox blocks the fast paths generate per call.
+const rndBatch = 256
+
+// rndWords calls fn with the words of every block in [lo, hi) (4 per block, in order),
+// generated rndBatch blocks at a time; fn also gets the first block's index.
+func rndWords(s Stream, lo, hi int64, fn func(b0 int64, w []uint32)) {
+	var buf [4 * rndBatch]uint32
+	for b := lo; b < hi; b += rndBatch {
+		nb := min(rndBatch, hi-b)
+		w := buf[:4*nb]
+		philoxBlocks(w, s, uint64(b))
+		fn(b, w)
+	}
+}
+
+// bernoulliF32 is Bernoulli with a scalar p into contiguous float32: element e is 1 when
+// word e of the stream, as a fraction of 2^32, is below p (u < p*2^32, the same exact
+// comparison as rndU32(w) < p).
+func bernoulliF32(o []float32, s Stream, p float64) {
+	n := int64(len(o))
+	thr := p * 0x1p32
+	ParallelFor((n+3)/4, 8, func(lo, hi int64) {
+		rndWords(s, lo, hi, func(b0 int64, w []uint32) {
+			bernWords(o[b0*4:min(b0*4+int64(len(w)), n)], w, thr)
+		})
+	})
+}
+
 // dropoutF32 is Dropout for contiguous float32 with a bool/uint8 mask: the same blocks,
 // lanes and arithmetic as the generic walk, without its per-element dispatch.
 func dropoutF32(out, mask, in Tensor, s Stream, keepP, scale float64) {
@@ -263,18 +295,11 @@ func dropoutF32(out, mask, in Tensor, s Stream, keepP, scale float64) {
 	o := unsafe.Slice((*float32)(out.Ptr), n)
 	x := unsafe.Slice((*float32)(in.Ptr), n)
 	m := unsafe.Slice((*uint8)(mask.Ptr), n)
+	thr := keepP * 0x1p32
 	ParallelFor((n+3)/4, 12, func(lo, hi int64) {
-		for b := lo; b < hi; b++ {
-			w := s.Block(uint64(b))
-			e := b * 4
-			for lane := int64(0); lane < 4 && e < n; lane, e = lane+1, e+1 {
-				k := 0.0
-				if float64(w[lane])*0x1p-32 < keepP {
-					k = 1
-				}
-				m[e] = uint8(k)
-				o[e] = float32(float64(x[e]) * k * scale)
-			}
-		}
+		rndWords(s, lo, hi, func(b0 int64, w []uint32) {
+			lo, hi := b0*4, min(b0*4+int64(len(w)), n)
+			dropoutWords(o[lo:hi], m[lo:hi], x[lo:hi], w, thr, scale)
+		})
 	})
 }
