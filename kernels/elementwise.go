@@ -545,14 +545,11 @@ func loadF32(buf []float32, dt DType, p unsafe.Pointer, s int64, tmp *[]float64)
 		}
 	case (dt == Bool || dt == Uint8) && s == 1:
 		// masks (where, masked_fill)
-		src := unsafe.Slice((*uint8)(p), n)
 		bm := uint8(0xff)
 		if dt == Bool {
 			bm = 1
 		}
-		for i, v := range src {
-			buf[i] = float32(v & bm)
-		}
+		u8ToF32(buf, unsafe.Slice((*uint8)(p), n), bm)
 	default:
 		if int64(cap(*tmp)) < n {
 			*tmp = make([]float64, n)

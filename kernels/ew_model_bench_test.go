@@ -2,9 +2,23 @@ package kernels
 
 import (
 	"math/rand"
+	"syscall"
 	"testing"
 	"unsafe"
 )
+
+// cpuTime is the process's user+system CPU time: on a loaded machine the wall time of a
+// benchmark swings with the other load, its CPU time much less.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)
+}
+
+// reportCPU adds the CPU time per op (all threads) since t0 as metric cpu-ns/op.
+func reportCPU(b *testing.B, t0 int64) {
+	b.ReportMetric(float64(cpuTime()-t0)/float64(b.N), "cpu-ns/op")
+}
 
 // Kernel-only times of the elementwise ops at the reference models' shapes (transformer
 // [16,4,64,64] attention, [16,64,256] MLP, CNN [64,16,28,28]).
@@ -69,11 +83,13 @@ func BenchmarkEWModel(b *testing.B) {
 				n *= s
 			}
 			b.SetBytes(4 * n)
+			t0 := cpuTime()
 			for i := 0; i < b.N; i++ {
 				if err := Elementwise(EWOps[c.op], Float32, o, ins, p); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, t0)
 		})
 	}
 }
@@ -96,11 +112,13 @@ func BenchmarkCopyPermuted(b *testing.B) {
 	}{{"perm0213", dst, perm}, {"qkvHeads", dst2, heads}, {"transpose", dst3, tr}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(4 * c.dst.Numel())
+			t0 := cpuTime()
 			for i := 0; i < b.N; i++ {
 				if err := Copy(c.dst, c.src); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, t0)
 		})
 	}
 }
@@ -110,21 +128,25 @@ func BenchmarkRandomModel(b *testing.B) {
 	t := benchTensor(r, Float32, 16, 4, 64, 64)
 	s := Stream{Seed: 1, Offset: 2}
 	b.Run("bernoulli", func(b *testing.B) {
+		t0 := cpuTime()
 		for i := 0; i < b.N; i++ {
 			if err := Bernoulli(t, nil, s, 0.9); err != nil {
 				b.Fatal(err)
 			}
 		}
+		reportCPU(b, t0)
 	})
 	mask := make([]uint8, t.Numel())
 	mt := Tensor{Ptr: unsafe.Pointer(&mask[0]), DType: Bool, Sizes: t.Sizes, Strides: t.Strides}
 	o := benchTensor(r, Float32, 16, 4, 64, 64)
 	b.Run("dropout", func(b *testing.B) {
+		t0 := cpuTime()
 		for i := 0; i < b.N; i++ {
 			if err := Dropout(o, mt, t, s, 0.1); err != nil {
 				b.Fatal(err)
 			}
 		}
+		reportCPU(b, t0)
 	})
 }
 

@@ -315,6 +315,11 @@ static void CLONES hpusim_dropout_f32(float *o, uint8_t *restrict m, const float
 	}
 }
 
+// bool/uint8 (mask = 1 or 0xff) to float32, for where and masked_fill conditions.
+static void CLONES hpusim_u8_to_f32(float *restrict o, const uint8_t *restrict a, size_t n, uint8_t mask) {
+	for (size_t i = 0; i < n; i++) o[i] = (float)(a[i] & mask);
+}
+
 // hpusim_f32 runs op over n contiguous float32 elements; one C entry point for all ops.
 static void hpusim_f32(int op, float *o, const float *a, const float *b, const float *c, float p0,
 		const float *p, size_t n) {
@@ -466,4 +471,16 @@ func dropoutWords(o []float32, m []uint8, x []float32, w []uint32, thr, scale fl
 			(*C.float)(unsafe.Pointer(&x[0])), (*C.uint32_t)(unsafe.Pointer(&w[0])), C.size_t(len(o)),
 			C.double(thr), C.double(scale))
 	}
+}
+
+// u8ToF32 converts bools (bm = 1) or uint8s (bm = 0xff) to float32.
+func u8ToF32(o []float32, a []uint8, bm uint8) {
+	if len(o) < 64 {
+		for i, v := range a[:len(o)] {
+			o[i] = float32(v & bm)
+		}
+		return
+	}
+	C.hpusim_u8_to_f32((*C.float)(unsafe.Pointer(&o[0])), (*C.uint8_t)(unsafe.Pointer(&a[0])), C.size_t(len(o)),
+		C.uint8_t(bm))
 }

@@ -29,3 +29,10 @@ func dropoutWords(o []float32, m []uint8, x []float32, w []uint32, thr, scale fl
 		o[i] = float32(float64(x[i]) * k * scale)
 	}
 }
+
+// u8ToF32 converts bools (bm = 1) or uint8s (bm = 0xff) to float32.
+func u8ToF32(o []float32, a []uint8, bm uint8) {
+	for i, v := range a[:len(o)] {
+		o[i] = float32(v & bm)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+	"unsafe"
 )
 
 // The C float32 kernels against float64 references: transcendental ones within a few
@@ -217,6 +218,44 @@ func TestFastMathExactOps(t *testing.T) {
 	for i := range a {
 		if v := x[i] * y[i]; math.Float32bits(a[i]) != math.Float32bits(v) && v == v {
 			t.Fatalf("in-place mul at %d: got %g, want %g", i, a[i], v)
+		}
+	}
+}
+
+// where with a broadcast bool (and uint8) condition, as masked_fill sends it: rows long
+// enough for the C conversion and a short tail.
+func TestWhereMaskConversion(t *testing.T) {
+	for _, dt := range []DType{Bool, Uint8} {
+		const rows, cols = 5, 1000
+		mask := make([]uint8, cols)
+		for i := range mask {
+			mask[i] = uint8(i % 3 % 2)
+			if dt == Uint8 && i%7 == 0 {
+				mask[i] = 200
+			}
+		}
+		x := make([]float32, rows*cols)
+		for i := range x {
+			x[i] = float32(i)
+		}
+		v := float32(-7)
+		o := make([]float32, rows*cols)
+		sz := []int64{rows, cols}
+		c := Tensor{Ptr: unsafe.Pointer(&mask[0]), DType: dt, Sizes: sz, Strides: []int64{0, 1}}
+		val := Tensor{Ptr: unsafe.Pointer(&v), DType: Float32, Sizes: sz, Strides: []int64{0, 0}}
+		xt := Tensor{Ptr: unsafe.Pointer(&x[0]), DType: Float32, Sizes: sz, Strides: []int64{cols, 1}}
+		ot := Tensor{Ptr: unsafe.Pointer(&o[0]), DType: Float32, Sizes: sz, Strides: []int64{cols, 1}}
+		if err := Elementwise(EWOps["where"], Float32, ot, []Tensor{c, val, xt}, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := range o {
+			want := x[i]
+			if mask[i%cols] != 0 {
+				want = v
+			}
+			if o[i] != want {
+				t.Fatalf("%v: element %d = %v, want %v", dt, i, o[i], want)
+			}
 		}
 	}
 }

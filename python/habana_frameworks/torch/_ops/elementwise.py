@@ -548,7 +548,7 @@ def _lerp(self, end, weight, out=None, inplace=False):
     if not rt.is_floating_point:
         raise NotNative
     if not isinstance(weight, torch.Tensor):
-        weight = _wrap(float(weight), torch.float64)
+        weight = float(weight)  # ew makes it a host scalar of the compute precision
     return ew("lerp", [self, end, weight], rt, out=out, inplace=inplace, keep_scalars=True)
 
 
