@@ -13,6 +13,7 @@ package kernels
 #include <stdint.h>
 #include <stddef.h>
 #include <math.h>
+#include <immintrin.h>
 
 #define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
@@ -149,7 +150,7 @@ enum {
 	FM_EXP, FM_SIGMOID, FM_SILU, FM_SILU_BWD, FM_TANH, FM_GELU, FM_GELU_BWD, FM_GELU_TANH,
 	FM_GELU_TANH_BWD, FM_ADD, FM_ADD_ALPHA, FM_MUL, FM_DIV, FM_WHERE, FM_RELU, FM_THRESHOLD_BWD,
 	FM_LERP, FM_ADDCDIV, FM_ADDCMUL, FM_SIGMOID_BWD, FM_TANH_BWD, FM_ERF, FM_SOFTPLUS,
-	FM_SOFTPLUS_BWD, FM_ELU, FM_ELU_BWD,
+	FM_SOFTPLUS_BWD, FM_ELU, FM_ELU_BWD, FM_SQRT,
 };
 
 #define LOOP _Pragma("GCC ivdep") for (size_t i = 0; i < n; i++)
@@ -242,6 +243,20 @@ static void CLONES fm_tanh_bwd(float *o, const float *g, const float *y, size_t 
 	LOOP o[i] = g[i] * (1.0f - y[i] * y[i]);
 }
 
+// sqrt with the AVX instruction: sqrtf loops do not vectorize while sqrtf may set errno
+// (and cgo does not allow -fno-math-errno). Both round correctly.
+__attribute__((target("avx"))) static void fm_sqrt_avx(float *o, const float *a, size_t n) {
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_sqrt_ps(_mm256_loadu_ps(a + i)));
+	for (; i < n; i++) o[i] = sqrtf(a[i]);
+}
+static void fm_sqrt(float *o, const float *a, size_t n) {
+	if (__builtin_cpu_supports("avx")) {
+		fm_sqrt_avx(o, a, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) o[i] = sqrtf(a[i]);
+}
 static void CLONES fm_erf_loop(float *o, const float *a, size_t n) { LOOP o[i] = fm_erf(a[i]); }
 // softplus and elu: p holds the op's parameters (see ewSoftplus, ewElu).
 static void CLONES fm_softplus(float *o, const float *a, const float *p, size_t n) {
@@ -325,6 +340,7 @@ static void hpusim_f32(int op, float *o, const float *a, const float *b, const f
 		const float *p, size_t n) {
 	switch (op) {
 	case FM_ERF: fm_erf_loop(o, a, n); break;
+	case FM_SQRT: fm_sqrt(o, a, n); break;
 	case FM_SOFTPLUS: fm_softplus(o, a, p, n); break;
 	case FM_SOFTPLUS_BWD: fm_softplus_bwd(o, a, b, p, n); break;
 	case FM_ELU: fm_elu(o, a, p, n); break;
@@ -436,6 +452,7 @@ func installFast() {
 		erfOnce.Do(func() { C.hpusim_set_erf_tab((*C.double)(unsafe.Pointer(&erfTab[0][0]))) })
 		erf(o, in, p)
 	})
+	set("sqrt", fmOp(C.FM_SQRT, 1, nil))
 	set("softplus", fmOp(C.FM_SOFTPLUS, 1, nil))
 	set("softplus_backward", fmOp(C.FM_SOFTPLUS_BWD, 2, nil))
 	// elu's parameters as ewElu derives them: (alpha*scale, scale, input_scale, is_result)

@@ -168,6 +168,11 @@ func TestFastMathExactOps(t *testing.T) {
 		{"div", nil, [][]float32{x, z}, ewDiv[float32]},
 		{"where", nil, [][]float32{c, x, y}, ewWhere[float32]},
 		{"relu", nil, [][]float32{x}, ewRelu[float32]},
+		{"sqrt", nil, [][]float32{x}, func(o []float32, in [][]float32, p []float64) {
+			for i, v := range in[0] {
+				o[i] = float32(math.Sqrt(float64(v)))
+			}
+		}},
 		{"threshold_backward", []float64{0.5}, [][]float32{y, x}, ewThresholdBwdF32},
 		{"addcdiv", []float64{-0.1}, [][]float32{x, y, z}, ewAddcdiv[float32]},
 		{"addcmul", []float64{0.3}, [][]float32{x, y, z}, ewAddcmul[float32]},
