@@ -173,6 +173,28 @@ func BatchedGemm(out, a, b Tensor, self *Tensor, alpha, beta float64) error {
 	return nil
 }
 
+// overlaps reports whether the memory spans of x and y intersect.
+func overlaps(x, y Tensor) bool {
+	span := func(t Tensor) (lo, hi uintptr) {
+		es := int64(t.DType.Size())
+		var l, h int64
+		for d, n := range t.Sizes {
+			if n == 0 {
+				return 0, 0
+			}
+			if st := (n - 1) * t.Strides[d] * es; st < 0 {
+				l += st
+			} else {
+				h += st
+			}
+		}
+		return uintptr(t.Ptr) + uintptr(l), uintptr(t.Ptr) + uintptr(h+es)
+	}
+	xl, xh := span(x)
+	yl, yh := span(y)
+	return xl < yh && yl < xh
+}
+
 func batchMat(t Tensor, bi int64) matView {
 	es := int64(t.DType.Size())
 	return matView{p: at(t.Ptr, bi*t.Strides[0]*es), dt: t.DType, r: int(t.Sizes[1]), c: int(t.Sizes[2]),
@@ -186,12 +208,29 @@ func bgemm[T gemmFloat](out, a, b Tensor, self *Tensor, alpha, beta float64) {
 	}
 	var abuf, bbuf, cbuf []T
 	o0 := batchMat(out, 0)
-	direct := self == nil && nativeOf[T](out.DType) && (o0.sc == 1 || N == 1) && o0.sr >= int64(N)
+	direct := nativeOf[T](out.DType) && (o0.sc == 1 || N == 1) && o0.sr >= int64(N)
 	if M == 1 {
-		direct = self == nil && nativeOf[T](out.DType) && (o0.sc == 1 || N == 1)
+		direct = nativeOf[T](out.DType) && (o0.sc == 1 || N == 1)
+	}
+	if direct && self != nil {
+		// addmm/baddbmm as CPU torch runs them: self (broadcast) copied into out, then
+		// one GEMM with beta accumulating onto it. Needs out apart from the operands
+		// (self may be out itself, as in addmm_).
+		same := self.Ptr == out.Ptr && fmt.Sprint(self.Strides) == fmt.Sprint(out.Strides) && self.DType == out.DType
+		if overlaps(out, a) || overlaps(out, b) || (!same && overlaps(out, *self)) || out.Strides[0] == 0 && B > 1 {
+			direct = false
+		} else if !same {
+			if err := Copy(out, *self); err != nil {
+				panic(err)
+			}
+		}
 	}
 	if !direct {
 		cbuf = make([]T, M*N)
+	}
+	beta0 := T(0)
+	if direct && self != nil {
+		beta0 = T(beta)
 	}
 	for bi := 0; bi < B; bi++ {
 		om := batchMat(out, int64(bi))
@@ -207,7 +246,13 @@ func bgemm[T gemmFloat](out, a, b Tensor, self *Tensor, alpha, beta float64) {
 		if K == 0 {
 			for i := 0; i < M; i++ {
 				row := unsafe.Slice((*T)(at(cptr, int64(i*ldc)*int64(unsafe.Sizeof(T(0))))), N)
-				clear(row)
+				if beta0 == 0 {
+					clear(row)
+					continue
+				}
+				for j := range row {
+					row[j] *= beta0
+				}
 			}
 		} else {
 			ap, lda, ta := operand(batchMat(a, int64(bi)), &abuf)
@@ -219,7 +264,7 @@ func bgemm[T gemmFloat](out, a, b Tensor, self *Tensor, alpha, beta float64) {
 			if f32, ok := any(al).(float32); ok && f32 == 1 && alpha == 1 && self == nil && cpuKOrderShape(ta, tb, M, K, N) {
 				smallGemmKOrder32(ta, tb, M, N, K, ap, lda, bp, ldb, cptr, ldc)
 			} else {
-				blasGemm(ta, tb, M, N, K, al, ap, lda, bp, ldb, 0, cptr, ldc)
+				blasGemm(ta, tb, M, N, K, al, ap, lda, bp, ldb, beta0, cptr, ldc)
 			}
 		}
 		if direct {

@@ -2,7 +2,9 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"sync"
+	"unsafe"
 )
 
 // loadIndices reads a 0-D or 1-D int32/int64 index tensor.
@@ -66,6 +68,9 @@ func IndexSelect(out, self, index Tensor, dim int) error {
 		}
 	}
 	inner := out.Numel() / max(int64(len(ix)), 1)
+	if indexSelectRows(out, self, ix, dim) {
+		return nil
+	}
 	var first error
 	var mu sync.Mutex
 	ParallelFor(int64(len(ix)), inner, func(lo, hi int64) {
@@ -79,6 +84,50 @@ func IndexSelect(out, self, index Tensor, dim int) error {
 		}
 	})
 	return first
+}
+
+// indexSelectRows is IndexSelect when the dims after dim are one contiguous block in both
+// self and out (an embedding lookup's rows, say): each selected block is one memmove.
+// It reports false, doing nothing, for other layouts.
+func indexSelectRows(out, self Tensor, ix []int64, dim int) bool {
+	for _, t := range []Tensor{out, self} {
+		want := int64(1)
+		for d := t.Dim() - 1; d > dim; d-- {
+			if t.Sizes[d] != 1 && t.Strides[d] != want {
+				return false
+			}
+			want *= t.Sizes[d]
+		}
+	}
+	inner := int64(1)
+	for d := dim + 1; d < out.Dim(); d++ {
+		inner *= out.Sizes[d]
+	}
+	es := int64(out.DType.Size())
+	nb := inner * es
+	nix := int64(len(ix))
+	outer := int64(1)
+	for d := 0; d < dim; d++ {
+		outer *= out.Sizes[d]
+	}
+	// offsets of outer row o in t (dims before dim), in bytes
+	offset := func(t Tensor, o int64) int64 {
+		var off int64
+		for d := dim - 1; d >= 0; d-- {
+			off += o % t.Sizes[d] * t.Strides[d]
+			o /= t.Sizes[d]
+		}
+		return off * es
+	}
+	ParallelFor(outer*nix, inner, func(lo, hi int64) {
+		for r := lo; r < hi; r++ {
+			o, i := r/nix, r%nix
+			dst := at(out.Ptr, offset(out, o)+i*out.Strides[dim]*es)
+			src := at(self.Ptr, offset(self, o)+ix[i]*self.Strides[dim]*es)
+			copy(unsafe.Slice((*byte)(dst), nb), unsafe.Slice((*byte)(src), nb))
+		}
+	})
+	return true
 }
 
 // EmbeddingBackward computes grad_weight ([num_weights, D], overwritten) from grad ([M, D])
@@ -111,6 +160,10 @@ func EmbeddingBackward(gw, grad, index Tensor, paddingIdx int64, scaleByFreq boo
 			freq[k]++
 		}
 	}
+	if gw.DType == Float32 && grad.DType == Float32 && gw.Strides[1] == 1 && grad.Strides[1] == 1 {
+		embeddingBackward32(gw, grad, ix, paddingIdx, freq)
+		return nil
+	}
 	ges, wes := int64(grad.DType.Size()), int64(gw.DType.Size())
 	ParallelFor(V, int64(len(ix))/max(V, 1)*D+D+1, func(lo, hi int64) {
 		acc := make([]float64, (hi-lo)*D)
@@ -134,4 +187,33 @@ func EmbeddingBackward(gw, grad, index Tensor, paddingIdx int64, scaleByFreq boo
 		}
 	})
 	return nil
+}
+
+// embeddingBackward32 is EmbeddingBackward for float32 rows: like torch's CPU kernel it
+// adds each gradient row into its weight row in float32, in index order (a fused
+// multiply-add when scaled by frequency), each worker owning a block of weight rows.
+func embeddingBackward32(gw, grad Tensor, ix []int64, paddingIdx int64, freq []int64) {
+	V, D := gw.Sizes[0], gw.Sizes[1]
+	ParallelFor(V, int64(len(ix))/max(V, 1)*D+D+1, func(lo, hi int64) {
+		for k := lo; k < hi; k++ {
+			clear(unsafe.Slice((*float32)(at(gw.Ptr, k*gw.Strides[0]*4)), D))
+		}
+		for i, k := range ix {
+			if k < lo || k >= hi || k == paddingIdx {
+				continue
+			}
+			dst := unsafe.Slice((*float32)(at(gw.Ptr, k*gw.Strides[0]*4)), D)
+			src := unsafe.Slice((*float32)(at(grad.Ptr, int64(i)*grad.Strides[0]*4)), D)[:len(dst)]
+			if freq == nil {
+				for j, v := range src {
+					dst[j] += v
+				}
+				continue
+			}
+			scale := float64(float32(1 / float64(freq[k])))
+			for j, v := range src {
+				dst[j] = float32(math.FMA(float64(v), scale, float64(dst[j])))
+			}
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"unsafe"
 )
 
 // PoolParams describes a 2-D pooling window.
@@ -96,6 +97,16 @@ func MaxPool2d(out, idx, in Tensor, p PoolParams) error {
 	}
 	pi, po, px := plane{in}, plane{out}, plane{idx}
 	H, W, OH, OW := pi.h(), pi.w(), po.h(), po.w()
+	if denseInPlane(in) && denseInPlane(out) && denseInPlane(idx) {
+		switch in.DType {
+		case Float32:
+			maxPoolForwardNative[float32](out, idx, in, p)
+			return nil
+		case Float64:
+			maxPoolForwardNative[float64](out, idx, in, p)
+			return nil
+		}
+	}
 	ParallelFor(pi.count(), int64(H*W+OH*OW*p.KH*p.KW), func(lo, hi int64) {
 		x := make([]float64, H*W)
 		y := make([]float64, OH*OW)
@@ -140,6 +151,66 @@ func MaxPool2d(out, idx, in Tensor, p PoolParams) error {
 	return nil
 }
 
+// denseInPlane reports whether each [H, W] plane of the 4-D t is contiguous.
+func denseInPlane(t Tensor) bool {
+	return (t.Sizes[3] == 1 || t.Strides[3] == 1) && (t.Sizes[2] == 1 || t.Strides[2] == t.Sizes[3])
+}
+
+// maxPoolForwardNative is MaxPool2d for float32/float64 tensors with dense planes,
+// comparing in the operand dtype (exact, so the same maxima and indices).
+func maxPoolForwardNative[T float32 | float64](out, idx, in Tensor, p PoolParams) {
+	H, W := int(in.Sizes[2]), int(in.Sizes[3])
+	OH, OW := int(out.Sizes[2]), int(out.Sizes[3])
+	C := in.Sizes[1]
+	es := int64(unsafe.Sizeof(T(0)))
+	ParallelFor(in.Sizes[0]*C, int64(H*W+OH*OW*p.KH*p.KW), func(lo, hi int64) {
+		for pc := lo; pc < hi; pc++ {
+			n, c := pc/C, pc%C
+			x := unsafe.Slice((*T)(at(in.Ptr, (n*in.Strides[0]+c*in.Strides[1])*es)), H*W)
+			y := unsafe.Slice((*T)(at(out.Ptr, (n*out.Strides[0]+c*out.Strides[1])*es)), OH*OW)
+			ix := unsafe.Slice((*int64)(at(idx.Ptr, (n*idx.Strides[0]+c*idx.Strides[1])*8)), OH*OW)
+			for oh := 0; oh < OH; oh++ {
+				h0 := oh*p.StrideH - p.PadH
+				h1 := min(h0+(p.KH-1)*p.DilH+1, H)
+				for h0 < 0 {
+					h0 += p.DilH
+				}
+				for ow := 0; ow < OW; ow++ {
+					w0 := ow*p.StrideW - p.PadW
+					w1 := min(w0+(p.KW-1)*p.DilW+1, W)
+					for w0 < 0 {
+						w0 += p.DilW
+					}
+					mi, mv := h0*W+w0, T(math.Inf(-1))
+					for ih := h0; ih < h1; ih += p.DilH {
+						row := x[ih*W : ih*W+W]
+						for iw := w0; iw < w1; iw += p.DilW {
+							// First maximum wins; a NaN always takes over, as in torch.
+							// Selected without branches: real data mispredicts a
+							// compare-and-branch about half the time.
+							v := row[iw]
+							take := int(b2i(v > mv) | b2i(v != v))
+							mv = selectT(take, v, mv)
+							mi = take*(ih*W+iw) + (1-take)*mi
+						}
+					}
+					y[oh*OW+ow], ix[oh*OW+ow] = mv, int64(mi)
+				}
+			}
+		}
+	})
+}
+
+// selectT returns a when take == 1, b when take == 0, without a branch.
+func selectT[T float32 | float64](take int, a, b T) T {
+	m := -uint64(take)
+	if unsafe.Sizeof(a) == 4 {
+		ab, bb := uint32(math.Float32bits(float32(a))), math.Float32bits(float32(b))
+		return T(math.Float32frombits(ab&uint32(m) | bb&^uint32(m)))
+	}
+	return T(math.Float64frombits(math.Float64bits(float64(a))&m | math.Float64bits(float64(b))&^m))
+}
+
 // MaxPool2dBackward scatters gout into gin at the saved indices (gin is overwritten).
 func MaxPool2dBackward(gin, gout, idx Tensor) error {
 	if err := checkPlanes(gin, gout, idx); err != nil {
@@ -153,6 +224,12 @@ func MaxPool2dBackward(gin, gout, idx Tensor) error {
 	}
 	pi, po, px := plane{gin}, plane{gout}, plane{idx}
 	H, W, OH, OW := pi.h(), pi.w(), po.h(), po.w()
+	if gin.DType == gout.DType && (gin.DType == Float32 || gin.DType == Float64) {
+		if gin.DType == Float32 {
+			return maxPoolBackwardNative[float32](gin, gout, idx)
+		}
+		return maxPoolBackwardNative[float64](gin, gout, idx)
+	}
 	var bad error
 	var mu sync.Mutex
 	ParallelFor(pi.count(), int64(H*W+OH*OW), func(lo, hi int64) {
@@ -173,6 +250,71 @@ func MaxPool2dBackward(gin, gout, idx Tensor) error {
 				g[k] += gy[i]
 			}
 			pi.store(pc, g)
+		}
+	})
+	return bad
+}
+
+// maxPoolBackwardNative is MaxPool2dBackward for float32/float64 gradients of one dtype:
+// each plane's gradients are added in the operand dtype in increasing output order, as
+// torch's CPU kernel does, so overlapping windows round exactly as there.
+func maxPoolBackwardNative[T float32 | float64](gin, gout, idx Tensor) error {
+	H, W := gin.Sizes[2], gin.Sizes[3]
+	OH, OW := gout.Sizes[2], gout.Sizes[3]
+	C := gin.Sizes[1]
+	es := int64(unsafe.Sizeof(T(0)))
+	hw := H * W
+	var bad error
+	var mu sync.Mutex
+	ParallelFor(gin.Sizes[0]*C, hw+OH*OW, func(lo, hi int64) {
+		for pc := lo; pc < hi; pc++ {
+			n, c := pc/C, pc%C
+			gb := at(gin.Ptr, (n*gin.Strides[0]+c*gin.Strides[1])*es)
+			ob := at(gout.Ptr, (n*gout.Strides[0]+c*gout.Strides[1])*es)
+			xb := at(idx.Ptr, (n*idx.Strides[0]+c*idx.Strides[1])*8)
+			gs2, gs3 := gin.Strides[2], gin.Strides[3]
+			dense := gs3 == 1 && gs2 == W
+			if dense && idx.Strides[3] == 1 && idx.Strides[2] == OW && gout.Strides[3] == 1 && gout.Strides[2] == OW {
+				g := unsafe.Slice((*T)(gb), hw)
+				ks := unsafe.Slice((*int64)(xb), OH*OW)
+				ys := unsafe.Slice((*T)(ob), OH*OW)[:len(ks)]
+				clear(g)
+				for i, k := range ks {
+					if uint64(k) >= uint64(hw) {
+						mu.Lock()
+						bad = fmt.Errorf("index %d out of range for a %dx%d plane", k, H, W)
+						mu.Unlock()
+						continue
+					}
+					g[k] += ys[i]
+				}
+				continue
+			}
+			for h := int64(0); h < H; h++ {
+				if gs3 == 1 {
+					clear(unsafe.Slice((*T)(at(gb, h*gs2*es)), W))
+					continue
+				}
+				for w := int64(0); w < W; w++ {
+					*(*T)(at(gb, (h*gs2+w*gs3)*es)) = 0
+				}
+			}
+			for oh := int64(0); oh < OH; oh++ {
+				for ow := int64(0); ow < OW; ow++ {
+					k := *(*int64)(at(xb, (oh*idx.Strides[2]+ow*idx.Strides[3])*8))
+					if k < 0 || k >= hw {
+						mu.Lock()
+						bad = fmt.Errorf("index %d out of range for a %dx%d plane", k, H, W)
+						mu.Unlock()
+						continue
+					}
+					off := k
+					if !dense {
+						off = k/W*gs2 + k%W*gs3
+					}
+					*(*T)(at(gb, off*es)) += *(*T)(at(ob, (oh*gout.Strides[2]+ow*gout.Strides[3])*es))
+				}
+			}
 		}
 	})
 	return bad

@@ -76,6 +76,20 @@ def _parallel_mask(ndim: int, skip) -> int:
 @native("aten::cat", "aten::cat.out")
 def cat(tensors, dim=0, *, out=None):
     tensors = list(tensors)
+    shape = _cat_fast_shape(tensors, dim)
+    if shape is not None:
+        # The functional cat reaches here as cat.out with a freshly allocated out (a
+        # composite kernel): fill it in place when it is already the result's tensor.
+        if out is None:
+            res = torch.empty(shape, dtype=tensors[0].dtype, device=tensors[0].device)
+        elif (out.dtype == tensors[0].dtype and list(out.shape) == shape and out.is_contiguous()
+              and all(t.untyped_storage().data_ptr() != out.untyped_storage().data_ptr() for t in tensors)):
+            res = out
+        else:
+            res = None
+        if res is not None:
+            _native.run("cat", [res] + tensors, (dim % len(shape),))
+            return res
     if out is None:
         m = aten.cat(meta(tensors), dim)
     else:
@@ -86,6 +100,34 @@ def cat(tensors, dim=0, *, out=None):
         ins = [t for t in tensors if t.numel() > 0]
         _native.run("cat", [res] + ins, (_wrap_dim(dim, m.dim()),))
     return res if out is None else _into(out, res)
+
+
+def _cat_fast_shape(tensors, dim):
+    """cat's result shape, computed without the meta op (costly next to a small cat), when
+    the call is plain: one supported dtype, non-empty inputs of one rank that agree off
+    dim, and a contiguous result (ranks 4 and 5 could be channels-last: contiguous inputs
+    only). None for anything else, which takes the checked path."""
+    if not tensors:
+        return None
+    t0 = tensors[0]
+    nd, dt = t0.dim(), t0.dtype
+    if nd == 0 or dt not in _CODE or not -nd <= dim < nd:
+        return None
+    d = dim % nd
+    shape = list(t0.shape)
+    total = 0
+    for t in tensors:
+        if t.dtype != dt or t.dim() != nd or t.numel() == 0:
+            return None
+        s = t.shape
+        for k in range(nd):
+            if k != d and s[k] != shape[k]:
+                return None
+        total += s[d]
+        if nd in (4, 5) and not t.is_contiguous():
+            return None
+    shape[d] = total
+    return shape
 
 
 # ------------------------------------------------------------------ gather / scatter / add

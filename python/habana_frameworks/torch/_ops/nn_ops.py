@@ -108,9 +108,27 @@ def _into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     return dst
 
 
+def _fits(dst: torch.Tensor, m: torch.Tensor, *srcs: torch.Tensor) -> bool:
+    """dst can take the result m in place: same shape and dtype, and no storage shared with
+    an input. The functional forms of these ops reach the out= overload through a composite
+    kernel that allocates dst, so filling it directly saves a copy of the whole result."""
+    if dst.shape != m.shape or dst.dtype != m.dtype or dst.device.type != "hpu":
+        return False
+    p = dst.untyped_storage().data_ptr()
+    return all(s.untyped_storage().data_ptr() != p for s in srcs)
+
+
 @native("aten::max_pool2d_with_indices.out")
 def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=0, dilation=1,
                                 ceil_mode=False, *, out, indices):
+    out_m, idx_m = aten.max_pool2d_with_indices(meta(self), kernel_size, stride, padding, dilation, ceil_mode)
+    _floats(self)
+    if _fits(out, out_m, self, indices) and _fits(indices, idx_m, self, out):
+        if out.numel():
+            k = _pair(kernel_size)
+            ints = k + _pair(stride, k) + _pair(padding) + _pair(dilation)
+            _native.run("max_pool2d", [_as4(out), _as4(indices), _as4(self)], ints)
+        return out, indices
     o, i = max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)
     return _into(out, o), _into(indices, i)
 
@@ -118,6 +136,13 @@ def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=0, dilatio
 @native("aten::max_pool2d_with_indices_backward.grad_input")
 def max_pool2d_with_indices_backward_out(grad_output, self, kernel_size, stride, padding, dilation,
                                          ceil_mode, indices, *, grad_input):
+    m = aten.max_pool2d_with_indices_backward(meta(grad_output), meta(self), kernel_size, stride,
+                                              padding, dilation, ceil_mode, meta(indices))
+    _floats(grad_output, self)
+    if _fits(grad_input, m, grad_output, indices):
+        if grad_input.numel():
+            _native.run("max_pool2d_bwd", [_as4(grad_input), _as4(grad_output), _as4(indices)])
+        return grad_input
     return _into(grad_input, max_pool2d_with_indices_backward(
         grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices))
 
