@@ -69,6 +69,12 @@ def load() -> ctypes.CDLL:
                 raise ImportError(
                     f"hpusim native library {p} is missing; build it with `make build` "
                     "(or reinstall the package)")
+        # OpenBLAS (linked by the Go core) reads this once as it loads: its idle worker
+        # threads spin (sched_yield) for 2^N TSC cycles after each threaded GEMM before
+        # sleeping. The default (N=28, ~0.1 s) keeps a worker burning a core through the
+        # non-GEMM ops that follow, which need both cores; 2^18 cycles (~0.1 ms) still
+        # covers back-to-back GEMMs. A user's own setting wins.
+        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "18")
         go = ctypes.CDLL(go_path, mode=ctypes.RTLD_GLOBAL)
         _bind(go)
         _go = go
