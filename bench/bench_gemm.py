@@ -1,9 +1,13 @@
 """Worker: GEMM throughput of hpu (torch.mm, F.linear) against OpenBLAS called directly
-(ctypes cblas_sgemm from the very libopenblas the Go core links) and torch's CPU kernels."""
+(ctypes cblas_sgemm from a private load of the very libopenblas file the Go core links, with
+`threads` threads) and torch's CPU kernels."""
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
+import shutil
+import tempfile
 from typing import Any, Callable
 
 import torch
@@ -46,7 +50,14 @@ class OpenBLAS:
         if path is None:
             raise RuntimeError("libopenblas not found (neither mapped nor by ctypes.util.find_library)")
         self.path = path
-        self.lib = ctypes.CDLL(path)
+        # A private instance of that same library file: OpenBLAS's thread count is one
+        # global per loaded instance, and the Go core keeps its own at 1 (it splits GEMMs
+        # over its own workers), so setting `threads` on the shared instance would change
+        # the code path being compared against.
+        self._dir = tempfile.TemporaryDirectory(prefix="bench_openblas_")
+        private = os.path.join(self._dir.name, os.path.basename(os.path.realpath(path)))
+        shutil.copyfile(os.path.realpath(path), private)
+        self.lib = ctypes.CDLL(private, mode=ctypes.RTLD_LOCAL)
         self.lib.openblas_set_num_threads(ctypes.c_int(threads))
         self.lib.openblas_get_num_threads.restype = ctypes.c_int
         self.threads = self.lib.openblas_get_num_threads()

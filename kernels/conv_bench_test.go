@@ -44,3 +44,10 @@ func BenchmarkConvCNN(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConvCNNBlocks is BenchmarkConvCNN on the blocked path (no per-sample GEMMs).
+func BenchmarkConvCNNBlocks(b *testing.B) {
+	convPerSample = false
+	defer func() { convPerSample = true }()
+	BenchmarkConvCNN(b)
+}

@@ -172,10 +172,17 @@ func convSpan(k, w, ow, stride, pad, dil int) (lo, hi, off int) {
 
 // im2colBlock fills col [Kc, m*P] from x ([m, C, H, W] contiguous), channels of group gi.
 func im2colBlock[T gemmFloat](col, x []T, g convGeom, p ConvParams, gi, m int) {
+	ParallelFor(int64(g.Kc*m), int64(g.P), func(lo, hi int64) {
+		im2colRows(col, x, g, p, gi, m, int(lo), int(hi))
+	})
+}
+
+// im2colRows fills rows [lo, hi) of im2colBlock's column matrix (row u = r*m + n).
+func im2colRows[T gemmFloat](col, x []T, g convGeom, p ConvParams, gi, m, lo, hi int) {
 	khw, hw := g.KH*g.KW, g.H*g.W
 	pw := pointwise(g, p)
-	ParallelFor(int64(g.Kc*m), int64(g.P), func(lo, hi int64) {
-		for u := int(lo); u < int(hi); u++ {
+	{
+		for u := lo; u < hi; u++ {
 			r, n := u/m, u%m
 			c, k := r/khw, r%khw
 			kh, kw := k/g.KW, k%g.KW
@@ -205,17 +212,24 @@ func im2colBlock[T gemmFloat](col, x []T, g convGeom, p ConvParams, gi, m int) {
 				}
 			}
 		}
-	})
+	}
 }
 
 // col2imBlock sets the group-gi channels of dx ([m, C, H, W] contiguous) to the sum of
 // col [Kc, m*P]'s entries. Parallel over (sample, channel) planes, so no two workers
 // write the same element; each element sums its terms in (kh, kw) order.
 func col2imBlock[T gemmFloat](dx, col []T, g convGeom, p ConvParams, gi, m int) {
+	ParallelFor(int64(m*g.Cg), int64(g.KH*g.KW*g.P), func(lo, hi int64) {
+		col2imRows(dx, col, g, p, gi, m, int(lo), int(hi))
+	})
+}
+
+// col2imRows does col2imBlock's planes [lo, hi) (plane u = n*Cg + c).
+func col2imRows[T gemmFloat](dx, col []T, g convGeom, p ConvParams, gi, m, lo, hi int) {
 	khw, hw := g.KH*g.KW, g.H*g.W
 	pw := pointwise(g, p)
-	ParallelFor(int64(m*g.Cg), int64(khw*g.P), func(lo, hi int64) {
-		for u := int(lo); u < int(hi); u++ {
+	{
+		for u := lo; u < hi; u++ {
 			n, c := u/g.Cg, u%g.Cg
 			plane := dx[(n*g.C+gi*g.Cg+c)*hw : (n*g.C+gi*g.Cg+c+1)*hw]
 			if pw {
@@ -250,7 +264,7 @@ func col2imBlock[T gemmFloat](dx, col []T, g convGeom, p ConvParams, gi, m int) 
 				}
 			}
 		}
-	})
+	}
 }
 
 func convFwd[T gemmFloat](out, in, weight Tensor, bias *Tensor, g convGeom, p ConvParams) {
@@ -264,6 +278,10 @@ func convFwd[T gemmFloat](out, in, weight Tensor, bias *Tensor, g convGeom, p Co
 	}
 	out = Tensor{Ptr: out.Ptr, DType: out.DType, Sizes: []int64{int64(g.N), int64(g.O), int64(g.OH), int64(g.OW)},
 		Strides: out.Strides}
+	if g.Kc > 0 && sampleConvOK[T](&out, &in) {
+		convFwdSamples(out, in, w, b, g, p) // conv_sample.go
+		return
+	}
 	nb := convBlock(g)
 	per := g.C * g.H * g.W
 	xb := getConvBuf[T](nb * per)
@@ -308,6 +326,11 @@ func convBwd[T gemmFloat](gin, gw, gb *Tensor, gout, in, weight Tensor, g convGe
 		sums = make([]T, nb*g.O)
 	}
 	empty := g.P == 0 || g.Kc == 0
+	if !empty && sampleConvOK[T](gin, &gout, &in) {
+		convBwdSamples(gin, dw, db, gout, in, w, g, p) // conv_sample.go
+		storeConvGrads(gw, gb, dw, db, g)
+		return
+	}
 	dyb := getConvBuf[T](g.O * nb * g.P)
 	defer putConvBuf(dyb)
 	var xb, cb, dxb *[]T
@@ -377,6 +400,11 @@ func convBwd[T gemmFloat](gin, gw, gb *Tensor, gout, in, weight Tensor, g convGe
 	for i := range dw2 {
 		dw[i] += dw2[i]
 	}
+	storeConvGrads(gw, gb, dw, db, g)
+}
+
+// storeConvGrads rounds the weight and bias gradients into gw and gb (when requested).
+func storeConvGrads[T gemmFloat](gw, gb *Tensor, dw, db []T, g convGeom) {
 	if gw != nil {
 		per := g.Cg * g.KH * g.KW
 		for o := 0; o < g.O; o++ {
@@ -406,7 +434,7 @@ func weightGradSplit[T gemmFloat](dw, dw2, dy, col []T, og, kc, k int) {
 			if n == 0 {
 				continue
 			}
-			blasGemm(false, true, og, kc, n, T(1), ptrOf(dy[off:]), k, ptrOf(col[off:]), k, T(1), ptrOf(d), kc)
+			blasGemmSerial(false, true, og, kc, n, T(1), ptrOf(dy[off:]), k, ptrOf(col[off:]), k, T(1), ptrOf(d), kc)
 		}
 	})
 }

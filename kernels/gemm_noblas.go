@@ -12,3 +12,9 @@ func blasGemm[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, 
 	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) {
 	gonumGemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
+
+// blasGemmSerial is blasGemm (gonum's GEMM runs on the calling goroutine).
+func blasGemmSerial[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, lda int,
+	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) {
+	gonumGemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}

@@ -1,0 +1,175 @@
+package kernels
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// Convolution one sample at a time, for operands stored densely in the compute type (the
+// float32 models' case). Each worker takes a range of samples and, per sample and group,
+// builds the [Kc, P] column matrix in its own small buffer (cache-resident) and runs one
+// single-threaded GEMM straight into the sample's output planes, so no [O, m, P] staging
+// buffer or second pass over the output is needed:
+//
+//	forward:      Y_n[Og, P]   = W_g[Og, Kc] @ cols_n[Kc, P]              (then bias)
+//	weight grad:  dW_w[Og, Kc] += dY_n[Og, P] @ cols_n[Kc, P]^T   (per worker, summed after)
+//	input grad:   dcols[Kc, P] = W_g^T @ dY_n[Og, P], then col2im into dX_n
+
+// convPerSample enables the per-sample path (a switch for benchmarks).
+var convPerSample = true
+
+// sampleConvOK reports whether every tensor can be addressed as [N][dense planes] of T.
+func sampleConvOK[T gemmFloat](ts ...*Tensor) bool {
+	if !convPerSample {
+		return false
+	}
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		if !nativeOf[T](t.DType) || !densePlanes(*t) {
+			return false
+		}
+	}
+	return true
+}
+
+// sampleSlice is sample n of the dense-planed t as a slice.
+func sampleSlice[T gemmFloat](t Tensor, n int) []T {
+	per := t.Sizes[1] * t.Sizes[2] * t.Sizes[3]
+	return unsafe.Slice((*T)(at(t.Ptr, int64(n)*t.Strides[0]*int64(t.DType.Size()))), per)
+}
+
+// sampleCost is the work of one sample, for splitting samples over workers.
+func sampleCost(g convGeom) int64 { return int64(max(g.Og*g.Kc*g.P, 1)) }
+
+func convFwdSamples[T gemmFloat](out, in Tensor, w, b []T, g convGeom, p ConvParams) {
+	pw := pointwise(g, p)
+	ParallelFor(int64(g.N), sampleCost(g), func(lo, hi int64) {
+		var cb *[]T
+		if !pw {
+			cb = getConvBuf[T](g.Kc * g.P)
+			defer putConvBuf(cb)
+		}
+		for n := int(lo); n < int(hi); n++ {
+			x, y := sampleSlice[T](in, n), sampleSlice[T](out, n)
+			for gi := 0; gi < g.G; gi++ {
+				var col []T
+				if pw {
+					col = x[gi*g.Cg*g.P : (gi+1)*g.Cg*g.P]
+				} else {
+					col = *cb
+					im2colRows(col, x, g, p, gi, 1, 0, g.Kc)
+				}
+				yg := y[gi*g.Og*g.P : (gi+1)*g.Og*g.P]
+				blasGemmSerial(false, false, g.Og, g.P, g.Kc, T(1), ptrOf(w[gi*g.Og*g.Kc:]), g.Kc,
+					ptrOf(col), g.P, T(0), ptrOf(yg), g.P)
+			}
+			if b != nil {
+				for o := 0; o < g.O; o++ {
+					row, bv := y[o*g.P:(o+1)*g.P], b[o]
+					for i := range row {
+						row[i] += bv
+					}
+				}
+			}
+		}
+	})
+}
+
+// convBwdSamples computes the requested gradients; dw (O*Kc, zeroed) and db (O) are the
+// compute-type results the caller stores.
+func convBwdSamples[T gemmFloat](gin *Tensor, dw, db []T, gout, in Tensor, w []T, g convGeom, p ConvParams) {
+	pw := pointwise(g, p)
+	var sums []T
+	if db != nil {
+		sums = make([]T, g.N*g.O)
+	}
+	// One dW partial per chunk of samples, summed in chunk order afterwards.
+	type part struct {
+		lo int64
+		dw []T
+	}
+	var parts []part
+	var partsMu sync.Mutex
+	ParallelFor(int64(g.N), sampleCost(g), func(lo, hi int64) {
+		var cb *[]T
+		if !pw || gin != nil {
+			cb = getConvBuf[T](g.Kc * g.P)
+			defer putConvBuf(cb)
+		}
+		var pdw []T
+		if dw != nil {
+			pdw = make([]T, len(dw))
+		}
+		for n := int(lo); n < int(hi); n++ {
+			dy := sampleSlice[T](gout, n)
+			if sums != nil {
+				for o := 0; o < g.O; o++ {
+					var s T
+					for _, v := range dy[o*g.P : (o+1)*g.P] {
+						s += v
+					}
+					sums[n*g.O+o] = s
+				}
+			}
+			if pdw != nil && g.P > 0 && g.Kc > 0 {
+				x := sampleSlice[T](in, n)
+				for gi := 0; gi < g.G; gi++ {
+					var col []T
+					if pw {
+						col = x[gi*g.Cg*g.P : (gi+1)*g.Cg*g.P]
+					} else {
+						col = *cb
+						im2colRows(col, x, g, p, gi, 1, 0, g.Kc)
+					}
+					blasGemmSerial(false, true, g.Og, g.Kc, g.P, T(1), ptrOf(dy[gi*g.Og*g.P:]), g.P,
+						ptrOf(col), g.P, T(1), ptrOf(pdw[gi*g.Og*g.Kc:]), g.Kc)
+				}
+			}
+			if gin != nil {
+				dx := sampleSlice[T](*gin, n)
+				for gi := 0; gi < g.G; gi++ {
+					if g.P == 0 || g.Kc == 0 || g.Og == 0 {
+						clear(dx[gi*g.Cg*g.H*g.W : (gi+1)*g.Cg*g.H*g.W])
+						continue
+					}
+					dcol := *cb
+					if pw {
+						dcol = dx[gi*g.Cg*g.P : (gi+1)*g.Cg*g.P]
+					}
+					blasGemmSerial(true, false, g.Kc, g.P, g.Og, T(1), ptrOf(w[gi*g.Og*g.Kc:]), g.Kc,
+						ptrOf(dy[gi*g.Og*g.P:]), g.P, T(0), ptrOf(dcol), g.P)
+					if !pw {
+						col2imRows(dx, dcol, g, p, gi, 1, 0, g.Cg)
+					}
+				}
+			}
+		}
+		if pdw != nil {
+			partsMu.Lock()
+			parts = append(parts, part{lo, pdw})
+			partsMu.Unlock()
+		}
+	})
+	if dw != nil {
+		// Chunks in sample order, so the sum is the same whatever order workers finished.
+		for i := 1; i < len(parts); i++ {
+			for j := i; j > 0 && parts[j].lo < parts[j-1].lo; j-- {
+				parts[j], parts[j-1] = parts[j-1], parts[j]
+			}
+		}
+		for _, pt := range parts {
+			for i, v := range pt.dw {
+				dw[i] += v
+			}
+		}
+	}
+	if db != nil {
+		for n := 0; n < g.N; n++ {
+			for o := 0; o < g.O; o++ {
+				db[o] += sums[n*g.O+o]
+			}
+		}
+	}
+}
