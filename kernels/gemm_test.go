@@ -39,7 +39,10 @@ func closeF32(t *testing.T, got, want []float32, tol float64) {
 
 func TestGemmLayouts(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
-	for _, sh := range [][3]int{{1, 1, 1}, {3, 5, 7}, {64, 33, 17}, {128, 96, 200}, {1, 40, 9}, {9, 1, 40}} {
+	// {128, 96, 200}, {40, 300, 50} and {300, 41, 30} are large enough for blasGemm to split
+	// them over workers, by rows and by columns.
+	for _, sh := range [][3]int{{1, 1, 1}, {3, 5, 7}, {64, 33, 17}, {128, 96, 200}, {1, 40, 9}, {9, 1, 40},
+		{40, 300, 50}, {300, 41, 30}} {
 		m, n, k := sh[0], sh[1], sh[2]
 		a, b := randF32(r, m*k), randF32(r, k*n)
 		want := refGemm(a, b, m, n, k)
@@ -179,4 +182,50 @@ func itoa(i int) string {
 			return s
 		}
 	}
+}
+
+// TestGemmBiasIntoOut checks addmm's float32 path that copies the broadcast self into out
+// and lets BLAS accumulate onto it (beta), including self aliasing out (addmm_).
+func TestGemmBiasIntoOut(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	for _, sh := range [][3]int{{5, 7, 3}, {64, 96, 80}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		a, b, bias := randF32(r, m*k), randF32(r, k*n), randF32(r, n)
+		ab := refGemm(a, b, m, n, k)
+		want := make([]float32, m*n)
+		for i := range want {
+			want[i] = 0.5*ab[i] + 2*bias[i%n]
+		}
+		ta := f32Tensor(a, []int64{1, int64(m), int64(k)}, []int64{0, int64(k), 1})
+		tb := f32Tensor(b, []int64{1, int64(k), int64(n)}, []int64{0, int64(n), 1})
+		self := f32Tensor(bias, []int64{1, int64(m), int64(n)}, []int64{0, 0, 1})
+		out := make([]float32, m*n)
+		to := f32Tensor(out, []int64{1, int64(m), int64(n)}, []int64{0, int64(n), 1})
+		if err := BatchedGemm(to, ta, tb, &self, 0.5, 2); err != nil {
+			t.Fatal(err)
+		}
+		closeF32(t, out, want, 1e-5)
+		// In place: self is out.
+		for i := range out {
+			out[i] = bias[i%n]
+		}
+		if err := BatchedGemm(to, ta, tb, &to, 0.5, 2); err != nil {
+			t.Fatal(err)
+		}
+		closeF32(t, out, want, 1e-5)
+	}
+	// addmm_(x, x, y): out is also mat1 and self, so the GEMM must not read partial results.
+	n := 48
+	x, y := randF32(r, n*n), randF32(r, n*n)
+	xy := refGemm(x, y, n, n, n)
+	want := make([]float32, n*n)
+	for i := range want {
+		want[i] = xy[i] + x[i]
+	}
+	tx := f32Tensor(x, []int64{1, int64(n), int64(n)}, []int64{0, int64(n), 1})
+	ty := f32Tensor(y, []int64{1, int64(n), int64(n)}, []int64{0, int64(n), 1})
+	if err := BatchedGemm(tx, tx, ty, &tx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	closeF32(t, x, want, 1e-5)
 }
