@@ -53,12 +53,13 @@ func init() {
 		}
 		return kernels.Softmax(c.I[0] != 0, c.T[0], c.T[1], kernels.SoftmaxOpts{LastDim: c.I[1] != 0, Inner: c.I[2]})
 	})
-	// red.softmax_backward: T = [grad_input, grad_output, output]; I = [log].
+	// red.softmax_backward: T = [grad_input, grad_output, output]; I = [log, last_dim]
+	// (last_dim: the axis is the tensor's last dim; absent means not).
 	Register("red.softmax_backward", 3, func(c *Call) error {
 		if len(c.I) < 1 {
 			return fmt.Errorf("expected the log flag")
 		}
-		return kernels.SoftmaxBackward(c.I[0] != 0, c.T[0], c.T[1], c.T[2])
+		return kernels.SoftmaxBackward(c.I[0] != 0, c.T[0], c.T[1], c.T[2], len(c.I) > 1 && c.I[1] != 0)
 	})
 	// loss.nll_forward: T = [out, total_weight, self [N,C], target [N], weight [C]];
 	// I = [reduction, ignore_index, has_weight].

@@ -33,10 +33,10 @@ func BenchmarkReduceKernels(b *testing.B) {
 	att := []int64{16 * 4 * 64, 64}
 	ax, ay, ag, ao := benchTensor(r, Float32, att...), benchTensor(r, Float32, att...), benchTensor(r, Float32, att...), benchTensor(r, Float32, att...)
 	run("softmax_att", func() error { return Softmax(false, ao, ax, SoftmaxOpts{LastDim: true, Inner: 1}) })
-	run("softmax_bwd_att", func() error { return SoftmaxBackward(false, ao, ag, ay) })
+	run("softmax_bwd_att", func() error { return SoftmaxBackward(false, ao, ag, ay, true) })
 	lx, ly, lg, lo := benchTensor(r, Float32, 1024, 128), benchTensor(r, Float32, 1024, 128), benchTensor(r, Float32, 1024, 128), benchTensor(r, Float32, 1024, 128)
 	run("log_softmax_1024x128", func() error { return Softmax(true, lo, lx, SoftmaxOpts{LastDim: true, Inner: 1}) })
-	run("log_softmax_bwd_1024x128", func() error { return SoftmaxBackward(true, lo, lg, ly) })
+	run("log_softmax_bwd_1024x128", func() error { return SoftmaxBackward(true, lo, lg, ly, true) })
 
 	M, D := int64(1024), int64(64)
 	nx, ng, no := benchTensor(r, Float32, M, D), benchTensor(r, Float32, M, D), benchTensor(r, Float32, M, D)

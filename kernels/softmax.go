@@ -143,6 +143,36 @@ func rowMax32(x []float32) float32 {
 
 func exp32(v float32) float32 { return expPoly32(v) }
 
+// softmaxBwdRowF32 is one float32 row of SoftmaxBackward into o (which may alias g or
+// y); softmax_cgo.go has the same in C for the last dim.
+func softmaxBwdRowF32(log bool, o, g, y []float32, lastDim bool) {
+	g, o = g[:len(y)], o[:len(y)]
+	var s float32
+	if log {
+		if lastDim {
+			s = vecSum(g, vecW32)
+		} else {
+			for _, v := range g {
+				s += v
+			}
+		}
+		for i, v := range y {
+			o[i] = g[i] - float32(exp32(v)*s)
+		}
+		return
+	}
+	if lastDim {
+		s = vecDot(g, y, vecW32)
+	} else {
+		for i, v := range g {
+			s += float32(v * y[i])
+		}
+	}
+	for i, v := range y {
+		o[i] = (g[i] - s) * v
+	}
+}
+
 // noCSoftmax forces the Go rows (tests compare them with the C ones).
 var noCSoftmax bool
 
@@ -279,7 +309,9 @@ func softmaxRow64(log bool, x []float64) {
 
 // SoftmaxBackward: gi = y*(g - sum(g*y)) for softmax, g - exp(y)*sum(g) for log-softmax,
 // over the N axis of [M,N] operands; float32 math (float64 for float64), rounded once.
-func SoftmaxBackward(log bool, gi, g, y Tensor) error {
+// lastDim: the axis is the tensor's last dim, where torch sums in its 16-lane
+// reduce_all order (float32 operands); otherwise sequentially.
+func SoftmaxBackward(log bool, gi, g, y Tensor, lastDim bool) error {
 	if err := checkSame2D("softmax_backward", gi, g, y); err != nil {
 		return err
 	}
@@ -296,24 +328,12 @@ func SoftmaxBackward(log bool, gi, g, y Tensor) error {
 			return unsafe.Slice((*float32)(at(t.Ptr, m*t.Strides[0]*4)), N)
 		}
 		ParallelFor(M, N*4, func(lo, hi int64) {
+			if lastDim && !noCSoftmax && softmaxBwdRowsC(at(g.Ptr, lo*g.Strides[0]*4), g.Strides[0],
+				at(y.Ptr, lo*y.Strides[0]*4), y.Strides[0], at(gi.Ptr, lo*gi.Strides[0]*4), gi.Strides[0], hi-lo, N, log) {
+				return
+			}
 			for m := lo; m < hi; m++ {
-				gr, yr, o := row(g, m), row(y, m), row(gi, m)
-				var s float32
-				if log {
-					for _, v := range gr {
-						s += v
-					}
-					for i, v := range yr {
-						o[i] = gr[i] - float32(exp32(v)*s)
-					}
-				} else {
-					for i, v := range gr {
-						s += float32(v * yr[i])
-					}
-					for i, v := range yr {
-						o[i] = (gr[i] - s) * v
-					}
-				}
+				softmaxBwdRowF32(log, row(gi, m), row(g, m), row(y, m), lastDim)
 			}
 		})
 		return nil

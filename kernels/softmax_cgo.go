@@ -54,6 +54,42 @@ static inline float vecsum16(const float *v, int64_t n) {
 	return acc[0];
 }
 
+// vecDot in layernorm.go: products rounded in the first vector, fused afterwards (a
+// float32 product is exact in double, so one double add rounds like the fused op).
+static inline float vecdot16(const float *a, const float *b, int64_t n) {
+	if (n < 16) {
+		float s = a[0] * b[0];
+		for (int64_t i = 1; i < n; i++) s += a[i] * b[i];
+		return s;
+	}
+	float acc[16];
+	for (int j = 0; j < 16; j++) acc[j] = a[j] * b[j];
+	for (int64_t d = 16; d < n; d += 16) {
+		int64_t m = n - d < 16 ? n - d : 16;
+		for (int64_t j = 0; j < m; j++) acc[j] = (float)((double)a[d + j] * (double)b[d + j] + (double)acc[j]);
+	}
+	for (int h = 8; h >= 1; h /= 2)
+		for (int j = 0; j < h; j++) acc[j] += acc[j + h];
+	return acc[0];
+}
+
+// softmaxBwdRowF32 over the last dim for rows rows of n floats (row strides gs, ys, os).
+__attribute__((target_clones("avx2", "default")))
+static void hpusim_softmax_bwd_f32(const float *g, int64_t gs, const float *y, int64_t ys, float *o, int64_t os,
+                                   int64_t rows, int64_t n, int islog) {
+	for (int64_t j = 0; j < rows; j++) {
+		const float *gr = g + j * gs, *yr = y + j * ys;
+		float *orow = o + j * os;
+		if (islog) {
+			float s = vecsum16(gr, n);
+			for (int64_t i = 0; i < n; i++) orow[i] = gr[i] - hp_expf(yr[i]) * s;
+		} else {
+			float s = vecdot16(gr, yr, n);
+			for (int64_t i = 0; i < n; i++) orow[i] = (gr[i] - s) * yr[i];
+		}
+	}
+}
+
 // softmaxRowF32 of rows rows of n floats (x row stride xs, y row stride ys); bad[j] = 1
 // marks a row whose sum of exps is NaN (the caller redoes it).
 __attribute__((target_clones("avx2", "default")))
@@ -106,5 +142,16 @@ func softmaxRowsC(x unsafe.Pointer, xs int64, y unsafe.Pointer, ys int64, rows, 
 	}
 	C.hpusim_softmax_f32((*C.float)(x), C.int64_t(xs), (*C.float)(y), C.int64_t(ys), C.int64_t(rows), C.int64_t(n),
 		b2i(log), b2i(lastDim), (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(bad))))
+	return true
+}
+
+// softmaxBwdRowsC runs softmaxBwdRowF32 (last dim) over rows in C.
+func softmaxBwdRowsC(g unsafe.Pointer, gs int64, y unsafe.Pointer, ys int64, o unsafe.Pointer, os int64, rows, n int64, log bool) bool {
+	l := C.int(0)
+	if log {
+		l = 1
+	}
+	C.hpusim_softmax_bwd_f32((*C.float)(g), C.int64_t(gs), (*C.float)(y), C.int64_t(ys), (*C.float)(o), C.int64_t(os),
+		C.int64_t(rows), C.int64_t(n), l)
 	return true
 }

@@ -56,3 +56,34 @@ func TestSoftmaxCMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+func TestSoftmaxBackwardCMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewSource(12))
+	for _, N := range []int64{1, 5, 16, 17, 64, 128, 131} {
+		M := int64(29)
+		g, y := make([]float32, M*N), make([]float32, M*N)
+		for i := range g {
+			g[i], y[i] = float32(rng.NormFloat64()), float32(-rng.ExpFloat64())
+		}
+		mk := func(v []float32) Tensor {
+			return Tensor{Ptr: unsafe.Pointer(&v[0]), DType: Float32, Sizes: []int64{M, N}, Strides: []int64{N, 1}}
+		}
+		for _, log := range []bool{false, true} {
+			a, b := make([]float32, M*N), make([]float32, M*N)
+			if err := SoftmaxBackward(log, mk(a), mk(g), mk(y), true); err != nil {
+				t.Fatal(err)
+			}
+			noCSoftmax = true
+			err := SoftmaxBackward(log, mk(b), mk(g), mk(y), true)
+			noCSoftmax = false
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range a {
+				if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+					t.Fatalf("N=%d log=%v element %d: C %v, Go %v", N, log, i, a[i], b[i])
+				}
+			}
+		}
+	}
+}

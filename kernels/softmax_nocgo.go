@@ -8,3 +8,7 @@ import "unsafe"
 func softmaxRowsC(x unsafe.Pointer, xs int64, y unsafe.Pointer, ys int64, rows, n int64, log, lastDim bool, bad []uint8) bool {
 	return false
 }
+
+func softmaxBwdRowsC(g unsafe.Pointer, gs int64, y unsafe.Pointer, ys int64, o unsafe.Pointer, os int64, rows, n int64, log bool) bool {
+	return false
+}

@@ -392,7 +392,23 @@ def cumsum(self, dim, *, dtype=None):
 
 # ---------------------------------------------------------------- softmax
 
-def _softmax_impl(x, dim, half_to_float, log):
+def _writable(out, shape, dtype, srcs):
+    """out= itself (resized to shape) when the kernel may write the result there: the
+    same dtype, contiguous, not sharing a source's storage. Saves the copy torch's
+    structured out= path would otherwise make."""
+    if out is None or out.dtype != dtype:
+        return None
+    if tuple(out.shape) != tuple(shape):
+        out.resize_(shape)
+    if not out.is_contiguous():
+        return None
+    if out.numel() and any(t.numel() and t.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
+                           for t in srcs):
+        return None
+    return out
+
+
+def _softmax_impl(x, dim, half_to_float, log, _out=None):
     if x.dtype not in _FLOATS or half_to_float:
         raise NotNative
     if x.dim() == 0:
@@ -401,30 +417,33 @@ def _softmax_impl(x, dim, half_to_float, log):
         _native.run("red.softmax", [res.view(1, 1), x1], (int(log), 0, 1))
         return res
     d = dim % x.dim()
+    last = d == x.dim() - 1
     xt = x.movedim(d, -1)
     N = xt.shape[-1]
-    res = torch.empty(xt.shape, dtype=x.dtype, device=x.device)
+    res = _writable(_out, x.shape, x.dtype, (x,)) if last else None
+    if res is None:
+        res = torch.empty(xt.shape, dtype=x.dtype, device=x.device)
     if res.numel():
         try:
             x2 = xt.view(-1, N)
         except RuntimeError:
             x2 = xt.reshape(-1, N)
         inner = math.prod(x.shape[d + 1:])
-        _native.run("red.softmax", [res.view(-1, N), x2], (int(log), int(d == x.dim() - 1), inner))
-    return res.movedim(-1, d)
+        _native.run("red.softmax", [res.view(-1, N), x2], (int(log), int(last), inner))
+    return res if last else res.movedim(-1, d)
 
 
 @native("aten::_softmax")
-def _softmax(self, dim, half_to_float):
-    return _softmax_impl(self, dim, half_to_float, False)
+def _softmax(self, dim, half_to_float, _out=None):
+    return _softmax_impl(self, dim, half_to_float, False, _out)
 
 
 @native("aten::_log_softmax")
-def _log_softmax(self, dim, half_to_float):
-    return _softmax_impl(self, dim, half_to_float, True)
+def _log_softmax(self, dim, half_to_float, _out=None):
+    return _softmax_impl(self, dim, half_to_float, True, _out)
 
 
-def _softmax_bwd_impl(grad_output, output, dim, input_dtype, log):
+def _softmax_bwd_impl(grad_output, output, dim, input_dtype, log, _out=None):
     if output.dtype not in _FLOATS or grad_output.dtype != output.dtype or input_dtype != output.dtype:
         raise NotNative
     if output.dim() == 0:
@@ -435,25 +454,31 @@ def _softmax_bwd_impl(grad_output, output, dim, input_dtype, log):
     gt = grad_output.expand(shape).movedim(d, -1)
     yt = output.expand(shape).movedim(d, -1)
     N = yt.shape[-1]
-    res = torch.empty(yt.shape, dtype=output.dtype, device=output.device)
+    last = d == output.dim() - 1 and tuple(shape) == tuple(output.shape)
+    res = _writable(_out, shape, output.dtype, (grad_output, output)) if last else None
+    if res is None:
+        res = torch.empty(yt.shape, dtype=output.dtype, device=output.device)
     if res.numel():
         def flat(t):
             try:
                 return t.view(-1, N)
             except RuntimeError:
                 return t.reshape(-1, N)
-        _native.run("red.softmax_backward", [res.view(-1, N), flat(gt), flat(yt)], (int(log),))
-    return res.movedim(-1, d).reshape(output.shape) if output.dim() else res.view(())
+        _native.run("red.softmax_backward", [res.view(-1, N), flat(gt), flat(yt)],
+                    (int(log), int(d == output.dim() - 1)))
+    if not output.dim():
+        return res.view(())
+    return res if last else res.movedim(-1, d).reshape(output.shape)
 
 
 @native("aten::_softmax_backward_data")
-def _softmax_backward_data(grad_output, output, dim, input_dtype):
-    return _softmax_bwd_impl(grad_output, output, dim, input_dtype, False)
+def _softmax_backward_data(grad_output, output, dim, input_dtype, _out=None):
+    return _softmax_bwd_impl(grad_output, output, dim, input_dtype, False, _out)
 
 
 @native("aten::_log_softmax_backward_data")
-def _log_softmax_backward_data(grad_output, output, dim, input_dtype):
-    return _softmax_bwd_impl(grad_output, output, dim, input_dtype, True)
+def _log_softmax_backward_data(grad_output, output, dim, input_dtype, _out=None):
+    return _softmax_bwd_impl(grad_output, output, dim, input_dtype, True, _out)
 
 
 # ---------------------------------------------------------------- losses
@@ -634,7 +659,8 @@ def _copy_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     return dst
 
 
-def _register_out(fn, name: str):
+def _register_out(fn, name: str, direct: bool = False):
+    """direct: fn takes _out= (its single output) and may return that very tensor."""
     from .elementwise import _exists
     if not _exists(name):
         return
@@ -644,9 +670,11 @@ def _register_out(fn, name: str):
 
     def kernel(*args, **kw):
         outs = [kw.pop(n) for n in out_names]
+        if direct:
+            kw["_out"] = outs[0]
         res = fn(*args, **kw)
         res = res if isinstance(res, tuple) else (res,)
-        done = tuple(_copy_into(o, r) for o, r in zip(outs, res))
+        done = tuple(o if r is o else _copy_into(o, r) for o, r in zip(outs, res))
         return done if len(done) > 1 else done[0]
     native(name)(kernel)
 
@@ -655,6 +683,11 @@ for _fn, _name in [
     (_softmax, "aten::_softmax.out"), (_log_softmax, "aten::_log_softmax.out"),
     (_softmax_backward_data, "aten::_softmax_backward_data.out"),
     (_log_softmax_backward_data, "aten::_log_softmax_backward_data.out"),
+]:
+    _register_out(_fn, _name, direct=True)
+
+
+for _fn, _name in [
     (nll_loss_forward, "aten::nll_loss_forward.output"),
     (nll_loss_backward, "aten::nll_loss_backward.grad_input"),
     (mse_loss, "aten::mse_loss.out"), (mse_loss_backward, "aten::mse_loss_backward.grad_input"),
