@@ -138,19 +138,49 @@ func vecReduce[F gemmFloat](n int, W int, val func(i int) F, mulPair func(i int)
 }
 
 // moments returns the mean and biased variance of v, accurate to the last bit of F
-// (torch's Welford moments are within an ulp of these).
+// (torch's Welford moments are within an ulp of these): float64 sums, four partial sums
+// each (as layernorm_cgo.go's ln_moments).
 func moments[F gemmFloat](v []F) (F, F) {
-	s := 0.0
-	for _, x := range v {
-		s += float64(x)
+	var a0, a1, a2, a3 float64
+	i := 0
+	for ; i+4 <= len(v); i += 4 {
+		a0 += float64(v[i])
+		a1 += float64(v[i+1])
+		a2 += float64(v[i+2])
+		a3 += float64(v[i+3])
 	}
-	m := s / float64(len(v))
-	ss := 0.0
-	for _, x := range v {
-		d := float64(x) - m
-		ss += d * d
+	for ; i < len(v); i++ {
+		a0 += float64(v[i])
 	}
-	return F(m), F(ss / float64(len(v)))
+	m := ((a0 + a1) + (a2 + a3)) / float64(len(v))
+	a0, a1, a2, a3 = 0, 0, 0, 0
+	for i = 0; i+4 <= len(v); i += 4 {
+		d0, d1, d2, d3 := float64(v[i])-m, float64(v[i+1])-m, float64(v[i+2])-m, float64(v[i+3])-m
+		a0 += d0 * d0
+		a1 += d1 * d1
+		a2 += d2 * d2
+		a3 += d3 * d3
+	}
+	for ; i < len(v); i++ {
+		d := float64(v[i]) - m
+		a0 += d * d
+	}
+	return F(m), F(((a0 + a1) + (a2 + a3)) / float64(len(v)))
+}
+
+// f32s views a []F of float32 as []float32.
+func f32s[F gemmFloat](v []F) []float32 { return *(*[]float32)(unsafe.Pointer(&v)) }
+
+// noCNorm forces the Go layer norm rows (tests compare them with the C ones).
+var noCNorm bool
+
+func rowMajorF32(ts ...Tensor) bool {
+	for _, t := range ts {
+		if t.DType != Float32 || t.Strides[1] != 1 {
+			return false
+		}
+	}
+	return haveCNorm && !noCNorm
 }
 
 func checkMD(name string, t Tensor, M, D int64) error {
@@ -215,6 +245,18 @@ func layerNormFwd[F gemmFloat](out Tensor, mean, rstd *Tensor, x Tensor, w, b *T
 	M, D := x.Sizes[0], x.Sizes[1]
 	g, be := loadVec[F](w, D, 1), loadVec[F](b, D, 0)
 	reduced := x.DType != Float32 && x.DType != Float64
+	if D > 0 && rowMajorF32(x, out) {
+		ParallelFor(M, 4*D+1, func(lo, hi int64) {
+			mb, rb := make([]float32, hi-lo), make([]float32, hi-lo)
+			lnFwdC(at(x.Ptr, lo*x.Strides[0]*4), x.Strides[0], at(out.Ptr, lo*out.Strides[0]*4), out.Strides[0], hi-lo, D,
+				f32s(g), f32s(be), float32(eps), mb, rb)
+			for r := lo; r < hi; r++ {
+				vec{mean}.set(r, float64(mb[r-lo]))
+				vec{rstd}.set(r, float64(rb[r-lo]))
+			}
+		})
+		return
+	}
 	ParallelFor(M, 4*D+1, func(lo, hi int64) {
 		row := make([]F, D)
 		for r := lo; r < hi; r++ {
@@ -278,7 +320,17 @@ func layerNormBwd[F gemmFloat](gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, 
 	g := loadVec[F](w, D, 1)
 	mu, rs := loadVec[F](&mean, M, 0), loadVec[F](&rstd, M, 0)
 	scale := F(F(1) / F(D))
-	if gin != nil {
+	cOK := D > 0 && rowMajorF32(x, gout) && (gin == nil || rowMajorF32(*gin))
+	var gC []float32
+	if w != nil && cOK {
+		gC = f32s(g)
+	}
+	if gin != nil && cOK {
+		ParallelFor(M, 8*D, func(lo, hi int64) {
+			lnBwdC(at(gout.Ptr, lo*gout.Strides[0]*4), gout.Strides[0], at(x.Ptr, lo*x.Strides[0]*4), x.Strides[0],
+				at(gin.Ptr, lo*gin.Strides[0]*4), gin.Strides[0], hi-lo, D, gC, f32s(mu[lo:hi]), f32s(rs[lo:hi]), make([]float32, D))
+		})
+	} else if gin != nil {
 		ParallelFor(M, 8*D, func(lo, hi int64) {
 			xb, dy, tmp := make([]F, D), make([]F, D), make([]F, D)
 			for r := lo; r < hi; r++ {
@@ -317,6 +369,11 @@ func layerNormBwd[F gemmFloat](gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, 
 		dw, dbv := make([]F, D), make([]F, D)
 		ParallelFor(D, 3*M, func(lo, hi int64) {
 			n := hi - lo
+			if cOK {
+				lnBwdColsC(at(gout.Ptr, lo*4), gout.Strides[0], at(x.Ptr, lo*4), x.Strides[0], M, n, f32s(mu), f32s(rs),
+					f32s(dw[lo:hi]), f32s(dbv[lo:hi]))
+				return
+			}
 			xb, dy := make([]F, n), make([]F, n)
 			xs, gs := x, gout
 			for r := int64(0); r < M; r++ {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+	"unsafe"
 )
 
 // The closure-free reductions and fmaF give exactly vecReduce's and math.FMA's results.
@@ -30,6 +31,59 @@ func TestVecDotSumMatchVecReduce(t *testing.T) {
 		x, y, z := float32(rng.NormFloat64()), float32(rng.NormFloat64()), float32(rng.NormFloat64()*1e-3)
 		if got, want := fmaF(x, y, z), float32(math.FMA(float64(x), float64(y), float64(z))); got != want {
 			t.Fatalf("fmaF(%v, %v, %v) = %v, want %v", x, y, z, got, want)
+		}
+	}
+}
+
+// The C layer norm rows give exactly the Go rows' bits.
+func TestLayerNormCMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewSource(13))
+	mk := func(v []float32, sizes ...int64) Tensor {
+		st := []int64{1}
+		if len(sizes) == 2 {
+			st = []int64{sizes[1], 1}
+		}
+		return Tensor{Ptr: unsafe.Pointer(&v[0]), DType: Float32, Sizes: sizes, Strides: st}
+	}
+	rnd := func(n int64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64()*2 + 0.5)
+		}
+		return v
+	}
+	for _, D := range []int64{1, 5, 16, 17, 64, 100} {
+		M := int64(23)
+		x, dy, w, b := rnd(M*D), rnd(M*D), rnd(D), rnd(D)
+		for _, withW := range []bool{false, true} {
+			var res [2][][]float32
+			for k, goOnly := range []bool{false, true} {
+				noCNorm = goOnly
+				out, mean, rstd := make([]float32, M*D), make([]float32, M), make([]float32, M)
+				mt, rt := mk(mean, M), mk(rstd, M)
+				var wt, bt *Tensor
+				if withW {
+					w1, b1 := mk(w, D), mk(b, D)
+					wt, bt = &w1, &b1
+				}
+				if err := LayerNormForward(mk(out, M, D), &mt, &rt, mk(x, M, D), wt, bt, 1e-5); err != nil {
+					t.Fatal(err)
+				}
+				gin, gw, gb := make([]float32, M*D), make([]float32, D), make([]float32, D)
+				gi, gwt, gbt := mk(gin, M, D), mk(gw, D), mk(gb, D)
+				if err := LayerNormBackward(&gi, &gwt, &gbt, mk(dy, M, D), mk(x, M, D), mt, rt, wt); err != nil {
+					t.Fatal(err)
+				}
+				res[k] = [][]float32{out, mean, rstd, gin, gw, gb}
+				noCNorm = false
+			}
+			for i := range res[0] {
+				for j := range res[0][i] {
+					if math.Float32bits(res[0][i][j]) != math.Float32bits(res[1][i][j]) {
+						t.Fatalf("D=%d weight=%v output %d element %d: C %v, Go %v", D, withW, i, j, res[0][i][j], res[1][i][j])
+					}
+				}
+			}
 		}
 	}
 }

@@ -1,0 +1,167 @@
+//go:build cgo
+
+package kernels
+
+/*
+#cgo CFLAGS: -O3
+#cgo LDFLAGS: -lm
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+// float32 layer norm rows in C, operation for operation the Go code in layernorm.go
+// (moments, layerNormFwd, layerNormBwd): no contraction, fmaF as a double multiply-add
+// of float32 operands (exact product, one rounding), reductions in vecSum/vecDot order.
+#pragma GCC optimize("fp-contract=off", "no-trapping-math")
+
+static inline float ln_vecsum16(const float *v, int64_t n) {
+	if (n < 16) {
+		float s = v[0];
+		for (int64_t i = 1; i < n; i++) s += v[i];
+		return s;
+	}
+	float acc[16];
+	memcpy(acc, v, sizeof acc);
+	for (int64_t d = 16; d < n; d += 16) {
+		int64_t m = n - d < 16 ? n - d : 16;
+		for (int64_t j = 0; j < m; j++) acc[j] += v[d + j];
+	}
+	for (int h = 8; h >= 1; h /= 2)
+		for (int j = 0; j < h; j++) acc[j] += acc[j + h];
+	return acc[0];
+}
+
+static inline float ln_vecdot16(const float *a, const float *b, int64_t n) {
+	if (n < 16) {
+		float s = a[0] * b[0];
+		for (int64_t i = 1; i < n; i++) s += a[i] * b[i];
+		return s;
+	}
+	float acc[16];
+	for (int j = 0; j < 16; j++) acc[j] = a[j] * b[j];
+	for (int64_t d = 16; d < n; d += 16) {
+		int64_t m = n - d < 16 ? n - d : 16;
+		for (int64_t j = 0; j < m; j++) acc[j] = (float)((double)a[d + j] * (double)b[d + j] + (double)acc[j]);
+	}
+	for (int h = 8; h >= 1; h /= 2)
+		for (int j = 0; j < h; j++) acc[j] += acc[j + h];
+	return acc[0];
+}
+
+static inline void ln_moments(const float *x, int64_t n, float *mf, float *vf) {
+	double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+	int64_t i = 0;
+	for (; i + 4 <= n; i += 4) { a0 += x[i]; a1 += x[i + 1]; a2 += x[i + 2]; a3 += x[i + 3]; }
+	for (; i < n; i++) a0 += x[i];
+	double m = ((a0 + a1) + (a2 + a3)) / (double)n;
+	a0 = a1 = a2 = a3 = 0;
+	for (i = 0; i + 4 <= n; i += 4) {
+		double d0 = x[i] - m, d1 = x[i + 1] - m, d2 = x[i + 2] - m, d3 = x[i + 3] - m;
+		a0 += d0 * d0; a1 += d1 * d1; a2 += d2 * d2; a3 += d3 * d3;
+	}
+	for (; i < n; i++) { double d = x[i] - m; a0 += d * d; }
+	*mf = (float)m;
+	*vf = (float)(((a0 + a1) + (a2 + a3)) / (double)n);
+}
+
+__attribute__((target_clones("avx2", "default")))
+static void hpusim_ln_fwd_f32(const float *x, int64_t xs, float *out, int64_t os, int64_t rows, int64_t D,
+                              const float *g, const float *b, float eps, float *mean, float *rstd) {
+	for (int64_t r = 0; r < rows; r++) {
+		const float *xr = x + r * xs;
+		float *o = out + r * os;
+		float m, v;
+		ln_moments(xr, D, &m, &v);
+		float rs = 1.0f / (float)sqrt((double)(v + eps));
+		for (int64_t j = 0; j < D; j++) {
+			float t = (xr[j] - m) * rs;
+			o[j] = (float)((double)t * (double)g[j] + (double)b[j]);
+		}
+		mean[r] = m;
+		rstd[r] = rs;
+	}
+}
+
+// grad_input rows; g NULL without weight; tmp holds D floats.
+__attribute__((target_clones("avx2", "default")))
+static void hpusim_ln_bwd_f32(const float *dy, int64_t dys, const float *x, int64_t xs, float *gin, int64_t gs,
+                              int64_t rows, int64_t D, const float *g, const float *mu, const float *rs, float *tmp) {
+	float scale = 1.0f / (float)D;
+	for (int64_t r = 0; r < rows; r++) {
+		const float *dyr = dy + r * dys, *xr = x + r * xs;
+		float *o = gin + r * gs;
+		float ds, db;
+		if (!g) {
+			ds = ln_vecdot16(dyr, xr, D);
+			db = ln_vecsum16(dyr, D);
+		} else {
+			for (int64_t j = 0; j < D; j++) tmp[j] = dyr[j] * xr[j];
+			ds = ln_vecdot16(tmp, g, D);
+			db = ln_vecdot16(dyr, g, D);
+		}
+		float a = rs[r], m = mu[r];
+		float b = (float)((double)db * (double)m + (double)(-ds));
+		b = b * a;
+		b = b * a;
+		b = b * a;
+		b = b * scale;
+		float c = (float)((double)(-b) * (double)m + (double)(-((db * a) * scale)));
+		if (!g) {
+			for (int64_t j = 0; j < D; j++) {
+				float p = a * dyr[j];
+				o[j] = (float)((double)b * (double)xr[j] + (double)p) + c;
+			}
+		} else {
+			for (int64_t j = 0; j < D; j++) {
+				float p = (a * dyr[j]) * g[j];
+				o[j] = (float)((double)b * (double)xr[j] + (double)p) + c;
+			}
+		}
+	}
+}
+
+// weight and bias gradients of n columns (pointers at the block's first column) over rows.
+__attribute__((target_clones("avx2", "default")))
+static void hpusim_ln_bwd_cols_f32(const float *dy, int64_t dys, const float *x, int64_t xs, int64_t rows, int64_t n,
+                                   const float *mu, const float *rs, float *dw, float *db) {
+	for (int64_t r = 0; r < rows; r++) {
+		const float *dyr = dy + r * dys, *xr = x + r * xs;
+		float a = rs[r], bb = -a * mu[r];
+		for (int64_t j = 0; j < n; j++) {
+			float t = (float)((double)a * (double)xr[j] + (double)bb);
+			dw[j] = (float)((double)dyr[j] * (double)t + (double)dw[j]);
+			db[j] = db[j] + dyr[j];
+		}
+	}
+}
+*/
+import "C"
+
+import "unsafe"
+
+func cf(p unsafe.Pointer) *C.float { return (*C.float)(p) }
+
+func cfs(s []float32) *C.float {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.float)(unsafe.Pointer(unsafe.SliceData(s)))
+}
+
+const haveCNorm = true
+
+func lnFwdC(x unsafe.Pointer, xs int64, out unsafe.Pointer, os int64, rows, D int64, g, b []float32, eps float32, mean, rstd []float32) {
+	C.hpusim_ln_fwd_f32(cf(x), C.int64_t(xs), cf(out), C.int64_t(os), C.int64_t(rows), C.int64_t(D), cfs(g), cfs(b),
+		C.float(eps), cfs(mean), cfs(rstd))
+}
+
+func lnBwdC(dy unsafe.Pointer, dys int64, x unsafe.Pointer, xs int64, gin unsafe.Pointer, gs int64, rows, D int64,
+	g, mu, rs, tmp []float32) {
+	C.hpusim_ln_bwd_f32(cf(dy), C.int64_t(dys), cf(x), C.int64_t(xs), cf(gin), C.int64_t(gs), C.int64_t(rows), C.int64_t(D),
+		cfs(g), cfs(mu), cfs(rs), cfs(tmp))
+}
+
+func lnBwdColsC(dy unsafe.Pointer, dys int64, x unsafe.Pointer, xs int64, rows, n int64, mu, rs, dw, db []float32) {
+	C.hpusim_ln_bwd_cols_f32(cf(dy), C.int64_t(dys), cf(x), C.int64_t(xs), C.int64_t(rows), C.int64_t(n), cfs(mu), cfs(rs),
+		cfs(dw), cfs(db))
+}
