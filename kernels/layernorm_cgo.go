@@ -134,6 +134,81 @@ static void hpusim_ln_bwd_cols_f32(const float *dy, int64_t dys, const float *x,
 		}
 	}
 }
+
+// Batch norm channels (norm.go's float32 fast path): rows n of S floats at x + n*ns. The
+// four partial sums are the lanes of a vector (lane l takes elements i+l, the row tails
+// go to lane 0), written with vector types since the compiler does not form them itself.
+typedef double v4d __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+
+// a macro: a function returning a vector would change the ABI of the default clone
+#define load4(p) ({ v4f f_; memcpy(&f_, (p), sizeof f_); __builtin_convertvector(f_, v4d); })
+
+__attribute__((target_clones("avx2", "default")))
+static double hpusim_bn_sum(const float *x, int64_t ns, int64_t N, int64_t S, double mean, int sq) {
+	v4d a = {0, 0, 0, 0}, mv = {mean, mean, mean, mean};
+	for (int64_t n = 0; n < N; n++) {
+		const float *xs = x + n * ns;
+		int64_t i = 0;
+		if (sq) {
+			for (; i + 4 <= S; i += 4) {
+				v4d d = load4(xs + i) - mv;
+				a += d * d;
+			}
+			for (; i < S; i++) { double d = xs[i] - mean; a[0] += d * d; }
+		} else {
+			for (; i + 4 <= S; i += 4) a += load4(xs + i);
+			for (; i < S; i++) a[0] += xs[i];
+		}
+	}
+	return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+__attribute__((target_clones("avx2", "default")))
+static void hpusim_bn_apply(const float *x, int64_t xns, float *o, int64_t ons, int64_t N, int64_t S, double sd, double hd) {
+	for (int64_t n = 0; n < N; n++) {
+		const float *xs = x + n * xns;
+		float *os = o + n * ons;
+		for (int64_t i = 0; i < S; i++) os[i] = (float)((double)xs[i] * sd + hd);
+	}
+}
+
+__attribute__((target_clones("avx2", "default")))
+static void hpusim_bn_bwd_sums(const float *x, int64_t xns, const float *g, int64_t gns, int64_t N, int64_t S,
+                               double mean, double *sum, double *dotp) {
+	v4d s = {0, 0, 0, 0}, d = {0, 0, 0, 0}, mv = {mean, mean, mean, mean};
+	for (int64_t n = 0; n < N; n++) {
+		const float *xs = x + n * xns, *gs = g + n * gns;
+		int64_t i = 0;
+		for (; i + 4 <= S; i += 4) {
+			v4d gv = load4(gs + i);
+			s += gv;
+			d += (load4(xs + i) - mv) * gv;
+		}
+		for (; i < S; i++) {
+			s[0] += gs[i];
+			d[0] += (xs[i] - mean) * (double)gs[i];
+		}
+	}
+	*sum = (s[0] + s[1]) + (s[2] + s[3]);
+	*dotp = (d[0] + d[1]) + (d[2] + d[3]);
+}
+
+__attribute__((target_clones("avx2", "default")))
+static void hpusim_bn_bwd_apply(const float *x, int64_t xns, const float *g, int64_t gns, float *o, int64_t ons,
+                                int64_t N, int64_t S, double mean, double gm, double k, double invstd, double wc,
+                                int training) {
+	for (int64_t n = 0; n < N; n++) {
+		const float *xs = x + n * xns, *gs = g + n * gns;
+		float *os = o + n * ons;
+		if (training) {
+			for (int64_t i = 0; i < S; i++)
+				os[i] = (float)(((double)gs[i] - gm - ((double)xs[i] - mean) * k) * invstd * wc);
+		} else {
+			for (int64_t i = 0; i < S; i++) os[i] = (float)((double)gs[i] * invstd * wc);
+		}
+	}
+}
 */
 import "C"
 
@@ -164,4 +239,32 @@ func lnBwdC(dy unsafe.Pointer, dys int64, x unsafe.Pointer, xs int64, gin unsafe
 func lnBwdColsC(dy unsafe.Pointer, dys int64, x unsafe.Pointer, xs int64, rows, n int64, mu, rs, dw, db []float32) {
 	C.hpusim_ln_bwd_cols_f32(cf(dy), C.int64_t(dys), cf(x), C.int64_t(xs), C.int64_t(rows), C.int64_t(n), cfs(mu), cfs(rs),
 		cfs(dw), cfs(db))
+}
+
+func bnSumC(x unsafe.Pointer, ns, N, S int64, mean float64, sq bool) float64 {
+	q := C.int(0)
+	if sq {
+		q = 1
+	}
+	return float64(C.hpusim_bn_sum(cf(x), C.int64_t(ns), C.int64_t(N), C.int64_t(S), C.double(mean), q))
+}
+
+func bnApplyC(x unsafe.Pointer, xns int64, o unsafe.Pointer, ons, N, S int64, sd, hd float64) {
+	C.hpusim_bn_apply(cf(x), C.int64_t(xns), cf(o), C.int64_t(ons), C.int64_t(N), C.int64_t(S), C.double(sd), C.double(hd))
+}
+
+func bnBwdSumsC(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns, N, S int64, mean float64) (float64, float64) {
+	var sum, dotp C.double
+	C.hpusim_bn_bwd_sums(cf(x), C.int64_t(xns), cf(g), C.int64_t(gns), C.int64_t(N), C.int64_t(S), C.double(mean), &sum, &dotp)
+	return float64(sum), float64(dotp)
+}
+
+func bnBwdApplyC(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns int64, o unsafe.Pointer, ons, N, S int64,
+	mean, gm, k, invstd, wc float64, training bool) {
+	t := C.int(0)
+	if training {
+		t = 1
+	}
+	C.hpusim_bn_bwd_apply(cf(x), C.int64_t(xns), cf(g), C.int64_t(gns), cf(o), C.int64_t(ons), C.int64_t(N), C.int64_t(S),
+		C.double(mean), C.double(gm), C.double(k), C.double(invstd), C.double(wc), t)
 }

@@ -127,6 +127,10 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 				h32 := float32(vec{b}.get(c, 0)) - float32(float32(mean)*s32)
 				sd, hd := float64(s32), float64(h32)
 				or := f32Rows{out, c}
+				if haveCNorm && !noCNorm {
+					bnApplyC(xr.base(), x.Strides[0], or.base(), out.Strides[0], N, S, sd, hd)
+					continue
+				}
 				for n := int64(0); n < N; n++ {
 					xs, os := xr.row(n), or.row(n)
 					for i, v := range xs {
@@ -182,7 +186,13 @@ func (r f32Rows) row(n int64) []float32 {
 }
 
 // sum is the channel's sum of x (sq: of (x-mean)^2) in float64, four partial sums.
+// base is the channel's first row; rows are Strides[0] floats apart.
+func (r f32Rows) base() unsafe.Pointer { return at(r.t.Ptr, r.c*r.t.Strides[1]*4) }
+
 func (r f32Rows) sum(mean float64, sq bool) float64 {
+	if haveCNorm && !noCNorm {
+		return bnSumC(r.base(), r.t.Strides[0], r.t.Sizes[0], r.t.Sizes[2], mean, sq)
+	}
 	// scalars, not an array: the compiler keeps them in registers
 	var a0, a1, a2, a3 float64
 	for n := int64(0); n < r.t.Sizes[0]; n++ {
@@ -288,7 +298,12 @@ func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean,
 				// float32 rows in place, float64 math, four partial sums per statistic
 				xr, gr := f32Rows{x, c}, f32Rows{gout, c}
 				var s0, s1, s2, s3, d0, d1, d2, d3 float64
-				for n := int64(0); n < N; n++ {
+				cN := haveCNorm && !noCNorm
+				if cN {
+					// the C loops leave the totals in s0 and d0
+					s0, d0 = bnBwdSumsC(xr.base(), x.Strides[0], gr.base(), gout.Strides[0], N, S, mean)
+				}
+				for n := int64(0); n < N && !cN; n++ {
 					xs, gs := xr.row(n), gr.row(n)
 					gs = gs[:len(xs)]
 					i := 0
@@ -316,7 +331,12 @@ func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean,
 				}
 				wc := vec{w}.get(c, 1)
 				ir := f32Rows{*gin, c}
-				if training {
+				if cN {
+					k := dotp * invstd * invstd / float64(cnt)
+					gm := sum / float64(cnt)
+					bnBwdApplyC(xr.base(), x.Strides[0], gr.base(), gout.Strides[0], ir.base(), gin.Strides[0], N, S,
+						mean, gm, k, invstd, wc, training)
+				} else if training {
 					k := dotp * invstd * invstd / float64(cnt)
 					gm := sum / float64(cnt)
 					for n := int64(0); n < N; n++ {

@@ -87,3 +87,54 @@ func TestLayerNormCMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// The C batch norm channel loops give exactly the Go loops' bits.
+func TestBatchNormCMatchesGo(t *testing.T) {
+	rng := rand.New(rand.NewSource(14))
+	N, C, S := int64(5), int64(3), int64(37)
+	mk := func(v []float32, sizes ...int64) Tensor {
+		st := []int64{1}
+		if len(sizes) == 3 {
+			st = []int64{C * S, S, 1}
+		}
+		return Tensor{Ptr: unsafe.Pointer(&v[0]), DType: Float32, Sizes: sizes, Strides: st}
+	}
+	rnd := func(n int64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64()*2 + 0.5)
+		}
+		return v
+	}
+	x, g, w, b := rnd(N*C*S), rnd(N*C*S), rnd(C), rnd(C)
+	for _, training := range []bool{true, false} {
+		var res [2][][]float32
+		for k, goOnly := range []bool{false, true} {
+			noCNorm = goOnly
+			out, sm, si := make([]float32, N*C*S), make([]float32, C), make([]float32, C)
+			rm, rv := []float32{0.1, 0.2, 0.3}, []float32{1, 2, 3}
+			smt, sit, rmt, rvt, wt, bt := mk(sm, C), mk(si, C), mk(rm, C), mk(rv, C), mk(w, C), mk(b, C)
+			if err := BatchNormForward(mk(out, N, C, S), &smt, &sit, mk(x, N, C, S), &wt, &bt, &rmt, &rvt, training, 0.1, 1e-5); err != nil {
+				t.Fatal(err)
+			}
+			if !training {
+				sm, si = []float32{0.5, -0.5, 1}, []float32{1, 2, 0.5}
+				smt, sit = mk(sm, C), mk(si, C)
+			}
+			gin, gw, gb := make([]float32, N*C*S), make([]float32, C), make([]float32, C)
+			gi, gwt, gbt := mk(gin, N, C, S), mk(gw, C), mk(gb, C)
+			if err := BatchNormBackward(&gi, &gwt, &gbt, mk(g, N, C, S), mk(x, N, C, S), &wt, &rmt, &rvt, &smt, &sit, training, 1e-5); err != nil {
+				t.Fatal(err)
+			}
+			res[k] = [][]float32{out, sm, si, rm, rv, gin, gw, gb}
+			noCNorm = false
+		}
+		for i := range res[0] {
+			for j := range res[0][i] {
+				if math.Float32bits(res[0][i][j]) != math.Float32bits(res[1][i][j]) {
+					t.Fatalf("training=%v output %d element %d: C %v, Go %v", training, i, j, res[0][i][j], res[1][i][j])
+				}
+			}
+		}
+	}
+}
