@@ -60,6 +60,9 @@ type engine struct {
 	inflight int
 
 	maxOps   int
+	// maxOpsSync (PT_HPU_MAX_COMPOUND_OP_SYNC): a launch at the maxOps cap also waits for
+	// the graph to finish, so the host never runs more than one capped graph ahead.
+	maxOpsSync bool
 	recorded atomic.Int64 // ops recorded since start
 	// recordNs is a ring of recent per-op recording costs (the host cost of lazy mode).
 	recordNs  [4096]atomic.Int64
@@ -85,12 +88,13 @@ func EnableLazy() {
 	}
 	e := &engine{cur: newGraph(), stos: map[uintptr]*storage{}, queue: make(chan launch, 64),
 		maxOps: envInt("PT_HPU_MAX_COMPOUND_OP_SIZE", 0), kick: make(chan struct{}, 1),
-		streamMin: envInt("HPUSIM_LAZY_STREAM", 8)}
+		streamMin: envInt("HPUSIM_LAZY_STREAM", 8), maxOpsSync: envTrue("PT_HPU_MAX_COMPOUND_OP_SYNC")}
 	if strings.TrimSpace(os.Getenv("HPUSIM_LAZY_STREAM")) == "0" {
 		e.streamMin = 0
 	}
 	e.qcond = sync.NewCond(&e.qmu)
 	go e.worker()
+	device.SetReclaimer(e.reclaim)
 	startLazyProfile()
 	eng = e
 	lazyOn.Store(true)
@@ -232,6 +236,9 @@ func (e *engine) record(op *Op, c *Call) error {
 		}
 	}
 	if full {
+		if e.maxOpsSync {
+			return e.sync("max compound op size")
+		}
 		return e.launchCurrent("max compound op size")
 	}
 	return nil
@@ -523,6 +530,19 @@ func PendingOps() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.cur.nodes)
+}
+
+// reclaim is the device allocator's defragmentation step before it reports out of memory:
+// frees deferred by graphs still in flight are released once they ran; if that is not
+// enough (more reports whether to go on), the pending graph is launched and run too, as it
+// holds the deferred frees of everything recorded since the last trigger. A failure stays
+// for the next trigger.
+func (e *engine) reclaim(more func() bool) {
+	e.wait()
+	if more() {
+		e.launchCurrent("memory defragmentation")
+		e.wait()
+	}
 }
 
 // Quiesce launches pending work and waits for it without consuming a failure (that stays

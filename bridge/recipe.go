@@ -49,6 +49,14 @@ func newRecipeCache() *recipeCache {
 		recipeHit: map[string]int64{}, recipeMiss: map[string]int64{}}
 }
 
+func envTrue(name string) bool {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv(name))) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
+}
+
 func envFalse(name string) bool {
 	switch strings.ToLower(strings.TrimSpace(os.Getenv(name))) {
 	case "0", "false", "no", "off":

@@ -142,6 +142,25 @@ func hpusim_memory_stats(dev C.int, out *C.int64_t) (rc C.int) {
 	return statusOK
 }
 
+// hpusim_defrag_stats writes the memory_defragmentation counters: attempts, successful
+// attempts, total and longest time in nanoseconds.
+//
+//export hpusim_defrag_stats
+func hpusim_defrag_stats(dev C.int, out *C.int64_t) (rc C.int) {
+	defer guard(&rc)
+	d, err := device.Get(int(dev))
+	if err != nil {
+		return setErr(err)
+	}
+	if out == nil {
+		return setErr(fmt.Errorf("null output pointer"))
+	}
+	s := d.Defrag()
+	vals := []int64{s.Number, s.Successful, s.TotalNs, s.MaxNs}
+	copy(unsafe.Slice((*int64)(unsafe.Pointer(out)), len(vals)), vals)
+	return statusOK
+}
+
 //export hpusim_reset_peak
 func hpusim_reset_peak(dev C.int) (rc C.int) {
 	defer guard(&rc)

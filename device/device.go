@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -64,7 +66,22 @@ type Device struct {
 	mu    sync.Mutex
 	stats Stats
 	live  map[uintptr]int64
+	// defrag counts the attempts to make room before reporting out of memory.
+	defrag DefragStats
 }
+
+// DefragStats are the memory_defragmentation counters: attempts, attempts after which the
+// allocation succeeded, and their total and longest duration.
+type DefragStats struct {
+	Number, Successful, TotalNs, MaxNs int64
+}
+
+// reclaimer releases memory held back by pending work (lazy mode's deferred frees); it
+// calls more to learn whether it must go on. Set by the lazy engine.
+var reclaimer atomic.Pointer[func(more func() bool)]
+
+// SetReclaimer installs the defragmentation step Alloc runs before failing.
+func SetReclaimer(f func(more func() bool)) { reclaimer.Store(&f) }
 
 // Config is read once from the environment.
 type Config struct {
@@ -189,13 +206,9 @@ func (d *Device) Alloc(nbytes int64) (unsafe.Pointer, error) {
 	if nbytes == 0 {
 		return nil, nil
 	}
-	d.mu.Lock()
-	if d.stats.InUse+nbytes > d.stats.Limit {
-		d.mu.Unlock()
+	if !d.reserve(nbytes) && !d.defragment(nbytes) {
 		return nil, &OOMError{Size: nbytes}
 	}
-	d.stats.InUse += nbytes // reserve before the malloc so concurrent allocs respect Limit
-	d.mu.Unlock()
 
 	rounded := (nbytes + alignment - 1) / alignment * alignment
 	p := C.aligned_alloc(alignment, C.size_t(rounded))
@@ -225,6 +238,50 @@ func (d *Device) Alloc(nbytes int64) (unsafe.Pointer, error) {
 	bases[i] = p
 	ownerMu.Unlock()
 	return p, nil
+}
+
+// reserve counts nbytes as in use if they fit under Limit (before the malloc, so that
+// concurrent allocations respect Limit).
+func (d *Device) reserve(nbytes int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stats.InUse+nbytes > d.stats.Limit {
+		return false
+	}
+	d.stats.InUse += nbytes
+	return true
+}
+
+// defragment is the bridge's last step before an out-of-memory error: wait for in-flight
+// work and release the frees it deferred, then retry the reservation. Every attempt is
+// counted (the memory_defragmentation metric), successful or not.
+func (d *Device) defragment(nbytes int64) bool {
+	t0 := time.Now()
+	if f := reclaimer.Load(); f != nil {
+		(*f)(func() bool {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			return d.stats.InUse+nbytes > d.stats.Limit
+		})
+	}
+	ok := d.reserve(nbytes)
+	ns := int64(time.Since(t0))
+	d.mu.Lock()
+	d.defrag.Number++
+	if ok {
+		d.defrag.Successful++
+	}
+	d.defrag.TotalNs += ns
+	d.defrag.MaxNs = max(d.defrag.MaxNs, ns)
+	d.mu.Unlock()
+	return ok
+}
+
+// Defrag returns a snapshot of the defragmentation counters.
+func (d *Device) Defrag() DefragStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.defrag
 }
 
 // Free releases memory from Alloc. Unknown pointers are reported, never freed.

@@ -137,6 +137,31 @@ print(json.dumps([_lazy.stats()["launched"] - s0, _lazy.pending_ops(), x.cpu().t
     assert vals == [8.0] * 4
 
 
+def test_max_compound_op_sync_waits_for_each_capped_graph(tmp_path):
+    # With PT_HPU_MAX_COMPOUND_OP_SYNC, the launch at the size cap returns only once the
+    # graph ran: right after the 3rd and 6th op nothing is in flight, and the host waited.
+    code = """
+import json, torch
+import habana_frameworks.torch.core as htcore
+from habana_frameworks.torch import _lazy
+a = torch.randn(768, 768).to("hpu")
+htcore.mark_step(sync=True)
+s0 = _lazy.stats()
+x, seen = a, []
+for i in range(7):
+    x = x @ a
+    if i in (2, 5):
+        s = _lazy.stats()
+        seen.append([s["inflight"], s["launched"] - s0["launched"], _lazy.pending_ops()])
+s = _lazy.stats()
+print(json.dumps([seen, s["host_wait_ns"] > s0["host_wait_ns"], torch.isfinite(x.cpu()).all().item()]))
+"""
+    seen, waited, ok = json.loads(run(code, tmp_path, PT_HPU_MAX_COMPOUND_OP_SIZE=3,
+                                      PT_HPU_MAX_COMPOUND_OP_SYNC=1))
+    assert seen == [[0, 1, 0], [0, 2, 0]]
+    assert waited and ok
+
+
 def test_pending_graph_runs_at_exit(tmp_path):
     run("""
 import torch

@@ -27,6 +27,8 @@ def _lib() -> ctypes.CDLL:
             lib.hpusim_lazy_pending.argtypes, lib.hpusim_lazy_pending.restype = [], ctypes.c_int
             lib.hpusim_lazy_stats.argtypes = [ctypes.c_char_p, ctypes.c_int]
             lib.hpusim_lazy_stats.restype = ctypes.c_int
+            lib.hpusim_defrag_stats.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
+            lib.hpusim_defrag_stats.restype = ctypes.c_int
             _bound = True
     return lib
 
@@ -72,3 +74,11 @@ def stats() -> dict:
         n = lib.hpusim_lazy_stats(buf, size)
         if n < size:
             return json.loads(buf.value.decode())
+
+
+def defrag_stats(device: int = 0) -> dict:
+    """The allocator's defragmentation attempts before an out-of-memory error (in eager mode
+    too): attempts, successful ones, total and longest time in nanoseconds."""
+    out = (ctypes.c_int64 * 4)()
+    _native.check(_lib().hpusim_defrag_stats(device, out))
+    return {"number": out[0], "successful": out[1], "total_ns": out[2], "max_ns": out[3]}
