@@ -59,11 +59,11 @@ type engine struct {
 	qcond    *sync.Cond
 	inflight int
 
-	maxOps   int
+	maxOps int
 	// maxOpsSync (PT_HPU_MAX_COMPOUND_OP_SYNC): a launch at the maxOps cap also waits for
 	// the graph to finish, so the host never runs more than one capped graph ahead.
 	maxOpsSync bool
-	recorded atomic.Int64 // ops recorded since start
+	recorded   atomic.Int64 // ops recorded since start
 	// recordNs is a ring of recent per-op recording costs (the host cost of lazy mode).
 	recordNs  [4096]atomic.Int64
 	recordPos atomic.Int64
