@@ -26,6 +26,9 @@ type storage struct {
 	base   uintptr
 	size   int64
 	refs   int   // graphs, pending or in flight, that use it
+	// The newest launched graphs (by seq) that may write it and that use it at all: a
+	// host access waits for these only, not for every graph in flight.
+	lastWrite, lastUse uint64
 	freed  bool  // released by the program: really freed once refs reaches 0
 	poison error // set when a failed graph should have written it
 }
@@ -58,6 +61,7 @@ type engine struct {
 	qmu      sync.Mutex
 	qcond    *sync.Cond
 	inflight int
+	doneSeq  uint64 // seq of the last graph the worker finished (graphs run in seq order)
 
 	maxOps int
 	// maxOpsSync (PT_HPU_MAX_COMPOUND_OP_SYNC): a launch at the maxOps cap also waits for
@@ -196,7 +200,7 @@ func (e *engine) record(op *Op, c *Call) error {
 	}
 	if host {
 		e.mu.Unlock()
-		return e.runHostCall(op, c)
+		return e.runHostCall(op, c, eff)
 	}
 	for i, st := range stos {
 		if st == nil {
@@ -254,10 +258,34 @@ func snapshot(t kernels.Tensor) ([]byte, unsafe.Pointer) {
 	return b, unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), -lo)
 }
 
-// runHostCall runs a call touching host memory: everything recorded before it must have
-// run first (a host read is a trigger), and it must not read what a failed graph poisoned.
-func (e *engine) runHostCall(op *Op, c *Call) error {
-	if err := e.sync("host read (" + op.Name + ")"); err != nil {
+// runHostCall runs a call touching host memory. A host read is a trigger: the pending
+// graph is launched. The call then waits only for the graphs that may write what it reads
+// (or use what it writes), so a later graph in flight, such as an optimizer step after the
+// loss was computed, keeps running while the host reads and records on; its failure is
+// raised at the next trigger. The call must not read what a failed graph poisoned.
+func (e *engine) runHostCall(op *Op, c *Call, eff effect) error {
+	if err := e.launchCurrent("host read (" + op.Name + ")"); err != nil {
+		return err
+	}
+	var need uint64
+	e.mu.Lock()
+	for i, t := range c.T {
+		if t.Numel() == 0 {
+			continue
+		}
+		if base, _, ok := device.Find(uintptr(t.Ptr)); ok {
+			if st := e.stos[uintptr(base)]; st != nil {
+				if eff.writesOp(i) {
+					need = max(need, st.lastUse)
+				} else {
+					need = max(need, st.lastWrite)
+				}
+			}
+		}
+	}
+	e.mu.Unlock()
+	e.waitSeq(need)
+	if err := e.takeErr(); err != nil {
 		return err
 	}
 	e.mu.Lock()
@@ -300,6 +328,17 @@ func (e *engine) launchCurrent(reason string) error {
 	e.seq++
 	g.seq = e.seq
 	g.reason = reason
+	for _, st := range g.stos {
+		st.lastUse = g.seq
+	}
+	for k := range g.nodes {
+		n := &g.nodes[k]
+		for _, w := range n.eff.writes {
+			if w < len(n.args) && n.args[w].sto >= 0 {
+				g.stos[n.args[w].sto].lastWrite = g.seq
+			}
+		}
+	}
 	e.mu.Unlock()
 	// The worker may still be streaming g's prefix: a failed compilation is reported (and
 	// g released) by the worker too, after that.
@@ -329,6 +368,17 @@ func (e *engine) wait() {
 	t0 := time.Now()
 	e.qmu.Lock()
 	for e.inflight > 0 {
+		e.qcond.Wait()
+	}
+	e.qmu.Unlock()
+	e.waitNs.Add(int64(time.Since(t0)))
+}
+
+// waitSeq blocks until the worker has run every graph up to launch number seq.
+func (e *engine) waitSeq(seq uint64) {
+	t0 := time.Now()
+	e.qmu.Lock()
+	for e.doneSeq < seq {
 		e.qcond.Wait()
 	}
 	e.qmu.Unlock()
@@ -377,6 +427,7 @@ func (e *engine) runLaunch(l launch) {
 	e.busyNs.Add(int64(time.Since(t0)))
 	e.qmu.Lock()
 	e.inflight--
+	e.doneSeq = l.g.seq
 	e.qcond.Broadcast()
 	e.qmu.Unlock()
 }
