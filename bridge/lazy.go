@@ -22,15 +22,15 @@ import (
 
 // storage is a device allocation referenced by lazy graphs.
 type storage struct {
-	ptr    unsafe.Pointer
-	base   uintptr
-	size   int64
-	refs   int   // graphs, pending or in flight, that use it
+	ptr  unsafe.Pointer
+	base uintptr
+	size int64
+	refs int // graphs, pending or in flight, that use it
 	// The newest launched graphs (by seq) that may write it and that use it at all: a
 	// host access waits for these only, not for every graph in flight.
 	lastWrite, lastUse uint64
-	freed  bool  // released by the program: really freed once refs reaches 0
-	poison error // set when a failed graph should have written it
+	freed              bool  // released by the program: really freed once refs reaches 0
+	poison             error // set when a failed graph should have written it
 }
 
 type launch struct {
