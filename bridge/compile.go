@@ -35,6 +35,13 @@ type plan struct {
 	removed  []int // nodes removed as dead
 	fused    int   // nodes inside fused groups
 	virtuals int   // intermediates never materialised
+
+	// In-place buffer reuse (reuse.go): per storage ordinal, the ordinal whose buffer it
+	// runs in (-1: its own); nil when nothing is reused.
+	remap       []int32
+	elided      []int32 // storages bound into another's buffer, never touched
+	firstUse    []int   // per storage ordinal: first kept node that accesses it
+	reusedBytes int64
 }
 
 // maxFusedNodes bounds a fused loop (its per-worker scratch grows with it).
@@ -51,9 +58,10 @@ func compile(g *graph) *plan {
 		for _, i := range keep {
 			p.steps = append(p.steps, planStep{node: i})
 		}
-		return p
+	} else {
+		fuse(g, keep, p)
 	}
-	fuse(g, keep, p)
+	planReuse(g, keep, p)
 	return p
 }
 

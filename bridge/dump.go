@@ -99,8 +99,8 @@ func preDot(g *graph, id string) string {
 
 func postDot(g *graph, p *plan, id string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "digraph \"%s_PostGraph\" {\n  label=\"%s after passes: %d steps, %d removed, %d fused, %d virtual\";\n",
-		id, id, len(p.steps), len(p.removed), p.fused, p.virtuals)
+	fmt.Fprintf(&b, "digraph \"%s_PostGraph\" {\n  label=\"%s after passes: %d steps, %d removed, %d fused, %d virtual, %d in reused buffers (%d B)\";\n",
+		id, id, len(p.steps), len(p.removed), p.fused, p.virtuals, len(p.elided), p.reusedBytes)
 	seen := map[int32]bool{}
 	for k, st := range p.steps {
 		sid := fmt.Sprintf("k%d", k)
@@ -144,6 +144,14 @@ func postDot(g *graph, p *plan, id string) string {
 				}
 			}
 		}
+	}
+	// Storages that run in another's buffer (in-place reuse): drawn dashed, with an edge to
+	// the buffer they use.
+	for _, x := range p.elided {
+		to := p.remap[x]
+		fmt.Fprintf(&b, "  s%d [shape=ellipse,style=dashed,label=\"%s\\nin buffer of s%d\"];\n", x, storageLabel(g, x), to)
+		fmt.Fprintf(&b, "  s%d [shape=ellipse,label=\"%s\"];\n", to, storageLabel(g, to))
+		fmt.Fprintf(&b, "  s%d -> s%d [style=dashed,label=\"reuses\"];\n", x, to)
 	}
 	b.WriteString("}\n")
 	return b.String()

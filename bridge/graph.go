@@ -46,6 +46,13 @@ type graph struct {
 	done      int   // nodes already run by streaming (worker only)
 	streamErr error // a streamed node's failure, raised when the graph runs (worker only)
 	streamAt  int   // that node's index
+
+	// reuse: the graph runs with its plan's buffer reuse for the storages first written at
+	// or after node reuseFrom (the end of its streamed prefix); early marks the storages
+	// released at launch for it (release skips them).
+	reuse     bool
+	reuseFrom int
+	early     []bool
 }
 
 func newGraph() *graph { return &graph{ord: map[uintptr]int32{}} }

@@ -57,6 +57,9 @@ type engine struct {
 	idle      atomic.Bool   // the worker is blocked waiting for work
 	kick      chan struct{} // wakes an idle worker (capacity 1)
 	streamed  atomic.Int64  // nodes run by streaming
+	// reusedBytes: bytes of graph storages bound into another's buffer (in-place reuse),
+	// never touched and released at launch.
+	reusedBytes atomic.Int64
 
 	qmu      sync.Mutex
 	qcond    *sync.Cond
@@ -328,6 +331,7 @@ func (e *engine) launchCurrent(reason string) error {
 	e.seq++
 	g.seq = e.seq
 	g.reason = reason
+	taken := g.taken // final: the worker streams only the current graph
 	for _, st := range g.stos {
 		st.lastUse = g.seq
 	}
@@ -343,6 +347,9 @@ func (e *engine) launchCurrent(reason string) error {
 	// The worker may still be streaming g's prefix: a failed compilation is reported (and
 	// g released) by the worker too, after that.
 	p, err := cache.get(g)
+	if err == nil && len(p.elided) > 0 {
+		e.releaseElided(g, p, taken)
+	}
 	e.qmu.Lock()
 	e.inflight++
 	e.qmu.Unlock()
@@ -502,11 +509,46 @@ func (e *engine) fail(g *graph, from int, err error) {
 	logf(levelError, "%v", err)
 }
 
+// releaseElided switches g to its plan's buffer reuse for the storages first written
+// after its streamed prefix (nodes before `from` ran at their own addresses), and
+// releases those at once: the graph never touches them, and they are dead (the program
+// freed them before the launch).
+func (e *engine) releaseElided(g *graph, p *plan, from int) {
+	var free []unsafe.Pointer
+	var bytes int64
+	e.mu.Lock()
+	g.reuse, g.reuseFrom = true, from
+	g.early = make([]bool, len(g.stos))
+	for _, x := range p.elided {
+		if p.firstUse[x] < from {
+			continue
+		}
+		bytes += g.stos[x].size
+		g.early[x] = true
+		s := g.stos[x]
+		s.refs--
+		if s.refs == 0 && s.freed {
+			free = append(free, s.ptr)
+			if e.stos[s.base] == s {
+				delete(e.stos, s.base)
+			}
+		}
+	}
+	e.mu.Unlock()
+	e.reusedBytes.Add(bytes)
+	for _, ptr := range free {
+		device.Free(ptr)
+	}
+}
+
 // release drops the graph's references; storages the program freed meanwhile are freed now.
 func (e *engine) release(g *graph) {
 	var free []unsafe.Pointer
 	e.mu.Lock()
-	for _, s := range g.stos {
+	for i, s := range g.stos {
+		if g.early != nil && g.early[i] {
+			continue
+		}
 		s.refs--
 		if s.refs > 0 {
 			continue

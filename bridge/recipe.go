@@ -107,8 +107,8 @@ func (c *recipeCache) get(g *graph) (*plan, error) {
 		}
 	}
 	c.mu.Unlock()
-	logf(levelInfo, "graph #%d (%d ops, %s): compiled %s in %d us: %d removed as dead, %d fused in %d steps, %d intermediates not materialised",
-		g.seq, len(g.nodes), g.reason, id, us, len(p.removed), p.fused, len(p.steps), p.virtuals)
+	logf(levelInfo, "graph #%d (%d ops, %s): compiled %s in %d us: %d removed as dead, %d fused in %d steps, %d intermediates not materialised, %d run in a reused buffer (%d B)",
+		g.seq, len(g.nodes), g.reason, id, us, len(p.removed), p.fused, len(p.steps), p.virtuals, len(p.elided), p.reusedBytes)
 	return p, nil
 }
 
@@ -148,6 +148,7 @@ type Stats struct {
 	WorkerBusyNs  int64            `json:"worker_busy_ns"` // worker time spent running graphs
 	HostWaitNs    int64            `json:"host_wait_ns"`   // host time blocked waiting for the worker
 	StreamedOps   int64            `json:"streamed_ops"`   // nodes run while their graph was recorded
+	ReusedBytes   int64            `json:"reused_bytes"`   // storages run in another's buffer (never touched)
 	Launched      uint64           `json:"launched"`
 	LastRecipe    string           `json:"last_recipe"`
 	LastHit       bool             `json:"last_hit"`
@@ -176,6 +177,7 @@ func StatsJSON() string {
 		s.WorkerBusyNs = e.busyNs.Load()
 		s.HostWaitNs = e.waitNs.Load()
 		s.StreamedOps = e.streamed.Load()
+		s.ReusedBytes = e.reusedBytes.Load()
 		e.qmu.Lock()
 		s.Inflight = e.inflight
 		e.qmu.Unlock()

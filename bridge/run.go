@@ -46,7 +46,7 @@ func (e *engine) execute(g *graph, p *plan) {
 				if ni < g.done {
 					continue
 				}
-				if err := runNode(&g.nodes[ni]); err != nil {
+				if err := runBound(g, p, ni); err != nil {
 					e.fail(g, ni, fmt.Errorf("lazy graph #%d failed in op %s: %v", g.seq, g.nodes[ni].op.Name, err))
 					return
 				}
@@ -56,9 +56,9 @@ func (e *engine) execute(g *graph, p *plan) {
 		var failed int
 		var err error
 		if st.group == nil {
-			failed, err = st.node, runNode(&g.nodes[st.node])
+			failed, err = st.node, runBound(g, p, st.node)
 		} else {
-			failed, err = runGroup(g, st.group)
+			failed, err = runGroup(g, p, st.group)
 		}
 		if err != nil {
 			e.fail(g, nodes[0], fmt.Errorf("lazy graph #%d failed in op %s: %v", g.seq, g.nodes[failed].op.Name, err))
@@ -103,12 +103,26 @@ func runNode(n *node) (err error) {
 	return n.op.Run(&c)
 }
 
-func runGroup(g *graph, fg *fusedGroup) (failed int, err error) {
+// runBound runs node ni with its operands bound as the plan runs them (reuse buffers).
+func runBound(g *graph, p *plan, ni int) (err error) {
+	n := &g.nodes[ni]
+	if !g.reuse {
+		return runNode(n)
+	}
+	defer recovered(&err)
+	c := Call{T: make([]kernels.Tensor, len(n.args)), I: n.ints, F: n.fl}
+	for i, a := range n.args {
+		c.T[i] = bound(g, p, a)
+	}
+	return n.op.Run(&c)
+}
+
+func runGroup(g *graph, p *plan, fg *fusedGroup) (failed int, err error) {
 	failed = fg.nodes[0]
 	defer recovered(&err)
 	ops := make([]kernels.FusedOperand, len(fg.reps))
 	for k, r := range fg.reps {
-		ops[k] = kernels.FusedOperand{T: g.nodes[r[0]].args[r[1]].t, Virtual: fg.virtual[k]}
+		ops[k] = kernels.FusedOperand{T: bound(g, p, g.nodes[r[0]].args[r[1]]), Virtual: fg.virtual[k]}
 	}
 	steps := make([]kernels.FusedStep, len(fg.steps))
 	for k, s := range fg.steps {
