@@ -276,3 +276,79 @@ def test_fusion_never_changes_a_result(tmp_path):
     eager, lazy = child(False), child(True)
     assert len(eager) == 2 * 3 * 1000 * 37 * 4
     assert lazy == eager
+
+
+REUSE_MODELS = """
+import json, torch
+import habana_frameworks.torch.core as htcore
+from hpusim_models import build, make_batches, make_optimizer, train_steps
+out = {}
+for name, bs in (("cnn", 16), ("transformer", 8)):
+    model = build(name, seed=0).to("hpu")
+    opt = make_optimizer(model, "adamw", 1e-3)
+    losses = train_steps(model, make_batches(name, bs, 3, seed=0), "hpu", optimizer=opt)
+    params = torch.cat([p.detach().cpu().reshape(-1) for p in model.parameters()])
+    out[name] = [l.hex() for l in losses] + [params.double().sum().item().hex(),
+                                             params.abs().double().sum().item().hex()]
+if htcore.is_lazy():
+    from habana_frameworks.torch import _lazy
+    out["reused"] = _lazy.stats()["reused_bytes"]
+print(json.dumps(out))
+"""
+
+
+def test_buffer_reuse_never_changes_a_result(tmp_path):
+    # Training steps of the CNN and the transformer: lazy with buffer reuse (with and
+    # without streaming the graph being recorded), lazy without it, and eager give
+    # bitwise the same losses and weights.
+    runs = {
+        "reuse": json.loads(run(REUSE_MODELS, tmp_path)),
+        "reuse_nostream": json.loads(run(REUSE_MODELS, tmp_path, HPUSIM_LAZY_STREAM=0)),
+        "no_reuse": json.loads(run(REUSE_MODELS, tmp_path, HPUSIM_LAZY_REUSE=0)),
+        "eager": json.loads(run(REUSE_MODELS, tmp_path, lazy=False)),
+    }
+    assert runs["reuse"]["reused"] > 0 and runs["reuse_nostream"]["reused"] > 0
+    assert runs["no_reuse"]["reused"] == 0
+    for name in ("cnn", "transformer"):
+        for k in ("reuse", "reuse_nostream", "no_reuse"):
+            assert runs[k][name] == runs["eager"][name], (k, name)
+
+
+REUSE_CHAIN = """
+import json, glob, torch
+import habana_frameworks.torch.core as htcore
+from habana_frameworks.torch import _lazy
+torch.manual_seed(0)
+x = torch.randn(256, 256).to("hpu")
+w = (torch.randn(256, 256) * 0.05).to("hpu")
+htcore.mark_step(sync=True)
+freed, outs = [], []
+for _ in range(3):
+    t = (x @ w).relu()      # relu's output takes the dying matmul output's buffer
+    t = (t @ w).sigmoid()   # and again
+    y = (t @ w).tanh() * 3
+    del t
+    m0 = torch.hpu.memory_allocated()
+    htcore.mark_step()      # returns at launch, the graph may not have run yet
+    freed.append(m0 - torch.hpu.memory_allocated())
+    outs.append(y.cpu())
+    del y
+post = "".join(open(f).read() for f in glob.glob(".graph_dumps/*PostGraph*"))
+print(json.dumps({"freed": freed, "reused": _lazy.stats()["reused_bytes"],
+                  "in_buffer": post.count("in buffer of"),
+                  "sum": float(sum(o.double().sum() for o in outs))}))
+"""
+
+
+def test_buffer_reuse_releases_intermediates_at_launch(tmp_path):
+    # Without streaming, nothing runs before the launch: each graph's relu/sigmoid/mul
+    # outputs run in dying buffers, their own 256 KiB allocations are released by
+    # mark_step() itself, the PostGraph dump shows it, and the result is unchanged.
+    on = json.loads(run(REUSE_CHAIN, tmp_path, HPUSIM_LAZY_STREAM=0, GRAPH_VISUALIZATION=1))
+    off = json.loads(run(REUSE_CHAIN, tmp_path, HPUSIM_LAZY_STREAM=0, HPUSIM_LAZY_REUSE=0))
+    per_graph = on["reused"] // 3
+    assert per_graph >= 2 * 256 * 256 * 4
+    assert on["freed"] == [per_graph] * 3
+    assert on["in_buffer"] >= 2
+    assert off["reused"] == 0
+    assert on["sum"] == off["sum"]
