@@ -77,6 +77,7 @@ type engine struct {
 	breaks    atomic.Int64 // graph breaks before CPU fallbacks
 	busyNs    atomic.Int64 // worker time running graphs (utilisation = busy / wall)
 	waitNs    atomic.Int64 // host time blocked on the worker (sync, full queue)
+	hostCalls atomic.Int64 // calls that touched host memory (host reads: .cpu(), .item(), ...)
 }
 
 var (
@@ -267,6 +268,7 @@ func snapshot(t kernels.Tensor) ([]byte, unsafe.Pointer) {
 // loss was computed, keeps running while the host reads and records on; its failure is
 // raised at the next trigger. The call must not read what a failed graph poisoned.
 func (e *engine) runHostCall(op *Op, c *Call, eff effect) error {
+	e.hostCalls.Add(1)
 	if err := e.launchCurrent("host read (" + op.Name + ")"); err != nil {
 		return err
 	}

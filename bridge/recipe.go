@@ -149,6 +149,7 @@ type Stats struct {
 	HostWaitNs    int64            `json:"host_wait_ns"`   // host time blocked waiting for the worker
 	StreamedOps   int64            `json:"streamed_ops"`   // nodes run while their graph was recorded
 	ReusedBytes   int64            `json:"reused_bytes"`   // storages run in another's buffer (never touched)
+	HostCalls     int64            `json:"host_calls"`     // calls that touched host memory (host reads)
 	Launched      uint64           `json:"launched"`
 	LastRecipe    string           `json:"last_recipe"`
 	LastHit       bool             `json:"last_hit"`
@@ -178,6 +179,7 @@ func StatsJSON() string {
 		s.HostWaitNs = e.waitNs.Load()
 		s.StreamedOps = e.streamed.Load()
 		s.ReusedBytes = e.reusedBytes.Load()
+		s.HostCalls = e.hostCalls.Load()
 		e.qmu.Lock()
 		s.Inflight = e.inflight
 		e.qmu.Unlock()
