@@ -10,6 +10,9 @@ import "strings"
 type effect struct {
 	elementwise bool   // an "ew.*" op: T[0] = f(T[1:]) element by element
 	writes      []int  // operand indices the call may write
+	// writeOnly: every written operand is an output the call fully overwrites before (if
+	// ever) reading it, so its previous contents do not matter (in-place buffer reuse).
+	writeOnly bool
 	readsAll    bool   // every operand may be read (outputs included)
 	dynInts     uint64 // bit i: integer attribute i is a value bound at launch, not structure
 }
@@ -39,13 +42,22 @@ var fixedWrites = map[string][]int{
 	"conv2d_bwd": {-3}, "layer_norm_bwd": {-4}, "batch_norm_fwd": {0, -2}, "batch_norm_bwd": {-2},
 }
 
+// writeOnlyOps are the non-elementwise ops whose written operands are pure outputs: every
+// element of the view is written and nothing of it is read before. (Ops that accumulate
+// into an output, or take a running statistic in and out, must not be listed.)
+var writeOnlyOps = map[string]bool{
+	"bgemm": true, "conv2d_fwd": true, "copy": true, "fill": true, "red.softmax": true,
+	"max_pool2d": true, "avg_pool2d": true, "adaptive_avg_pool2d": true,
+}
+
 // effectsOf returns the effect of op with n operands.
 func effectsOf(op *Op, n int) effect {
 	if strings.HasPrefix(op.Name, "ew.") {
-		return effect{elementwise: true, writes: []int{0}}
+		return effect{elementwise: true, writes: []int{0}, writeOnly: true}
 	}
 	e := effectsOfFixed(op, n)
 	e.dynInts = dynamicInts[op.Name]
+	e.writeOnly = writeOnlyOps[op.Name]
 	return e
 }
 

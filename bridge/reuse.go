@@ -13,8 +13,9 @@ import (
 // Outputs get their storage when an op is recorded (the Python lowering allocates an hpu
 // tensor per result), so every intermediate of a lazy graph has an allocation of its own.
 // A storage is internal to a graph when the program released it before the launch (dead)
-// and its first access in the kept plan is an elementwise op that writes it densely
-// without reading it, every later access staying inside that write: its contents before
+// and its first access in the kept plan is an op that writes it densely as a pure output
+// (an elementwise op, or one listed in effects.go's writeOnlyOps) without also reading
+// it, every later access staying inside that write: its contents before
 // and after the graph are irrelevant. Such a storage need not exist at its own address.
 // Compile scans the plan in program order and assigns it the buffer of a dead storage
 // that nothing uses any more (a pool of the graph's free buffers, best fit by size, most
@@ -115,15 +116,7 @@ func planReuse(g *graph, keep []int, p *plan) {
 		}
 		return true
 	}
-	for _, i := range keep {
-		n := &g.nodes[i]
-		if len(n.args) == 0 || n.args[0].sto < 0 {
-			continue
-		}
-		x := int(n.args[0].sto)
-		if !internal[x] || first(x) != i {
-			continue
-		}
+	assign := func(i, x int) {
 		best := int32(-1)
 		for b := range g.stos {
 			if b == x || remap[b] >= 0 || !g.dead[b] || g.stos[b].size < g.stos[x].size ||
@@ -141,13 +134,27 @@ func planReuse(g *graph, keep []int, p *plan) {
 			}
 		}
 		if best < 0 {
-			continue
+			return
 		}
 		remap[x] = best
 		members[best] = append(members[best], int32(x))
 		busy[best] = max(busy[best], last(x))
 		p.elided = append(p.elided, int32(x))
 		p.reusedBytes += g.stos[x].size
+	}
+	for _, i := range keep {
+		n := &g.nodes[i]
+		if !n.eff.writeOnly {
+			continue
+		}
+		for _, w := range n.eff.writes {
+			if w >= len(n.args) || n.args[w].sto < 0 {
+				continue
+			}
+			if x := int(n.args[w].sto); internal[x] && first(x) == i {
+				assign(i, x)
+			}
+		}
 	}
 	if len(p.elided) > 0 {
 		p.remap = remap
@@ -158,7 +165,7 @@ func planReuse(g *graph, keep []int, p *plan) {
 	}
 }
 
-// isInternal: the storage's first access writes it densely through an elementwise op that
+// isInternal: the storage's first access writes it densely as a pure output of an op that
 // does not also read it, and every access stays inside that write.
 func isInternal(g *graph, accs []access) bool {
 	if len(accs) == 0 {
@@ -166,7 +173,7 @@ func isInternal(g *graph, accs []access) bool {
 	}
 	w := accs[0]
 	n := &g.nodes[w.node]
-	if w.arg != 0 || ewOpOf(n) == nil {
+	if !n.eff.writeOnly || !n.eff.writesOp(w.arg) || (n.eff.elementwise && ewOpOf(n) == nil) {
 		return false
 	}
 	for _, a := range accs[1:] {
@@ -174,7 +181,7 @@ func isInternal(g *graph, accs []access) bool {
 			return false // also an input of its producer: its old contents are read
 		}
 	}
-	out := n.args[0]
+	out := n.args[w.arg]
 	lo, hi := out.extent()
 	if hi-lo != out.t.Numel()*int64(out.t.DType.Size()) {
 		return false // not dense: the write leaves holes a later read could see
