@@ -8,13 +8,13 @@ import "strings"
 
 // effect classifies one call's operands.
 type effect struct {
-	elementwise bool   // an "ew.*" op: T[0] = f(T[1:]) element by element
-	writes      []int  // operand indices the call may write
+	elementwise bool  // an "ew.*" op: T[0] = f(T[1:]) element by element
+	writes      []int // operand indices the call may write
 	// writeOnly: every written operand is an output the call fully overwrites before (if
 	// ever) reading it, so its previous contents do not matter (in-place buffer reuse).
 	writeOnly bool
-	readsAll    bool   // every operand may be read (outputs included)
-	dynInts     uint64 // bit i: integer attribute i is a value bound at launch, not structure
+	readsAll  bool   // every operand may be read (outputs included)
+	dynInts   uint64 // bit i: integer attribute i is a value bound at launch, not structure
 }
 
 // dynamicInts lists integer attributes that are data rather than structure: a random op's
