@@ -28,6 +28,11 @@ type EWOp struct {
 	F32  EWFunc[float32]
 	F64  EWFunc[float64]
 	I64  EWFunc[int64]
+	// F32Rows, when set, computes F32 over rows blocks of n contiguous float32 elements
+	// (operand k's row j at ptrs[k] + j*rowStrides[k] bytes; output first) in one call,
+	// with the same results as F32 row by row: short broadcast rows (a bias) would
+	// otherwise pay a call per row.
+	F32Rows func(ptrs []unsafe.Pointer, rowStrides []int64, rows, n int64, p []float64)
 }
 
 const ewChunk = 1024
@@ -140,7 +145,8 @@ func scalarF32(dt DType, p unsafe.Pointer) float32 {
 // ewKernel is one Elementwise call: the op's function for the compute class, the operand
 // dtypes (output first) and the op's parameters.
 type ewKernel struct {
-	f32 EWFunc[float32]
+	f32Rows func(ptrs []unsafe.Pointer, rowStrides []int64, rows, n int64, p []float64)
+	f32     EWFunc[float32]
 	f64 EWFunc[float64]
 	i64 EWFunc[int64]
 	dts []DType
@@ -208,6 +214,7 @@ func Elementwise(op *EWOp, cdt DType, out Tensor, ins []Tensor, p []float64) err
 			return fmt.Errorf("%s: %v not supported", op.Name, cdt)
 		}
 		k.f32 = op.F32
+		k.f32Rows = op.F32Rows
 	default:
 		if op.I64 == nil {
 			return fmt.Errorf("%s: %v not supported", op.Name, cdt)
@@ -364,6 +371,11 @@ func (k *ewKernel) runLayout(l layout, bases []unsafe.Pointer) {
 			}
 		}
 		ptrs := w.ptrs[:nops]
+		if k.blockRows(innerStrides) {
+			k.runRowBlocks(l, bases, idx, offs, ptrs, lo, hi)
+			ewPool.Put(w)
+			return
+		}
 		for r := lo; r < hi; r++ {
 			for op := range ptrs {
 				ptrs[op] = at(bases[op], offs[op])
@@ -385,6 +397,51 @@ func (k *ewKernel) runLayout(l layout, bases []unsafe.Pointer) {
 		}
 		ewPool.Put(w)
 	})
+}
+
+// blockRows reports whether rows can go to f32Rows: every operand float32 and contiguous
+// along the row.
+func (k *ewKernel) blockRows(innerStrides []int64) bool {
+	if k.f32Rows == nil || len(k.dts) > 4 {
+		return false
+	}
+	for j, dt := range k.dts {
+		if dt != Float32 || innerStrides[j] != 4 {
+			return false
+		}
+	}
+	return true
+}
+
+// runRowBlocks is runLayout's row loop for f32Rows: rows [lo, hi) in runs along the
+// second-innermost dim (one call per run), idx/offs positioned at row lo.
+func (k *ewKernel) runRowBlocks(l layout, bases []unsafe.Pointer, idx, offs []int64, ptrs []unsafe.Pointer, lo, hi int64) {
+	d := len(l.sizes)
+	inner, m := l.sizes[d-1], l.sizes[d-2]
+	var rsBuf [4]int64
+	rs := rsBuf[:len(ptrs)]
+	for op := range rs {
+		rs[op] = l.strides[op][d-2]
+	}
+	for r := lo; r < hi; {
+		jn := min(m-idx[d-2], hi-r)
+		for op := range ptrs {
+			ptrs[op] = at(bases[op], offs[op])
+		}
+		k.f32Rows(ptrs, rs, jn, inner, k.p)
+		r += jn
+		idx[d-2] += jn
+		for op := range offs {
+			offs[op] += jn * rs[op]
+		}
+		for j := d - 2; j > 0 && idx[j] == l.sizes[j]; j-- {
+			for op := range offs {
+				offs[op] += l.strides[op][j-1] - idx[j]*l.strides[op][j]
+			}
+			idx[j] = 0
+			idx[j-1]++
+		}
+	}
 }
 
 func (k *ewKernel) row(w *ewScratch, ptrs []unsafe.Pointer, s []int64, n int64) {

@@ -158,3 +158,24 @@ func BenchmarkPhiloxBlocks(b *testing.B) {
 		philoxBlocks(w, s, uint64(i))
 	}
 }
+
+// BenchmarkEWBroadcastRows: short rows (a bias of 64 broadcast over 1024 rows) go to the
+// kernel one row per call.
+func BenchmarkEWBroadcastRows(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	x := benchTensor(r, Float32, 1024, 64)
+	bias := benchTensor(r, Float32, 64)
+	bias = Tensor{Ptr: bias.Ptr, DType: Float32, Sizes: []int64{1024, 64}, Strides: []int64{0, 1}}
+	o := benchTensor(r, Float32, 1024, 64)
+	for _, op := range []string{"add", "mul"} {
+		b.Run(op, func(b *testing.B) {
+			t0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				if err := Elementwise(EWOps[op], Float32, o, []Tensor{x, bias}, []float64{1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, t0)
+		})
+	}
+}

@@ -368,6 +368,17 @@ static void hpusim_f32(int op, float *o, const float *a, const float *b, const f
 	case FM_TANH_BWD: fm_tanh_bwd(o, a, b, n); break;
 	}
 }
+// hpusim_f32_rows runs op over rows blocks of n elements; st holds each operand's row
+// stride in bytes (output, a, b, c).
+static void hpusim_f32_rows(int op, float *o, const float *a, const float *b, const float *c, float p0,
+		const float *p, size_t n, size_t rows, const int64_t *st) {
+	for (size_t r = 0; r < rows; r++) {
+		hpusim_f32(op, (float *)((char *)o + (int64_t)r * st[0]), a ? (const float *)((const char *)a + (int64_t)r * st[1]) : 0,
+			b ? (const float *)((const char *)b + (int64_t)r * st[2]) : 0, c ? (const float *)((const char *)c + (int64_t)r * st[3]) : 0,
+			p0, p, n);
+	}
+}
+
 */
 import "C"
 
@@ -376,92 +387,114 @@ import (
 	"unsafe"
 )
 
-// fmOp is the Go side of one C op: the float32 EWFunc that hands the whole chunk to C.
-// The pure Go versions (elementwise_ops.go) remain the nocgo build's implementation.
-func fmOp(op C.int, nin int, param func(p []float64) float32) EWFunc[float32] {
-	return func(o []float32, in [][]float32, p []float64) {
+// fmPick chooses an op's C kernel and its scalar parameters for a call's p: most ops have
+// one kernel, gelu and add two (by mode / alpha), elu derives its coefficients.
+type fmPick func(p []float64) (op C.int, p0 float32, pf [4]C.float)
+
+func fmFixed(op C.int) fmPick {
+	return func(p []float64) (C.int, float32, [4]C.float) { return op, 0, [4]C.float{} }
+}
+
+// fmP0 passes p[0] (alpha, threshold, value) as the kernel's scalar.
+func fmP0(op C.int) fmPick {
+	return func(p []float64) (C.int, float32, [4]C.float) { return op, float32(p[0]), [4]C.float{} }
+}
+
+// fmParams passes p[0..3] as the kernel's parameter array.
+func fmParams(op C.int) fmPick {
+	return func(p []float64) (C.int, float32, [4]C.float) {
+		var pf [4]C.float
+		for i := range min(len(p), 4) {
+			pf[i] = C.float(p[i])
+		}
+		return op, 0, pf
+	}
+}
+
+func fmPtr(p unsafe.Pointer) *C.float { return (*C.float)(p) }
+
+// fmInstall makes op's float32 implementations the C kernel chosen by pick: F32 for one
+// run of elements, F32Rows for a block of rows in one call. The pure Go versions
+// (elementwise_ops.go) remain the nocgo build's implementation.
+func fmInstall(name string, pick fmPick) {
+	op := EWOps[name]
+	nin := op.NIn
+	op.F32 = func(o []float32, in [][]float32, p []float64) {
 		n := len(o)
 		if n == 0 {
 			return
 		}
 		var ptr [3]*C.float
 		for j := 0; j < nin; j++ {
-			ptr[j] = (*C.float)(unsafe.Pointer(unsafe.SliceData(in[j][:n])))
+			ptr[j] = fmPtr(unsafe.Pointer(unsafe.SliceData(in[j][:n])))
 		}
-		var p0 float32
-		if param != nil {
-			p0 = param(p)
+		id, p0, pf := pick(p)
+		C.hpusim_f32(id, fmPtr(unsafe.Pointer(unsafe.SliceData(o))), ptr[0], ptr[1], ptr[2], C.float(p0), &pf[0],
+			C.size_t(n))
+	}
+	op.F32Rows = func(ptrs []unsafe.Pointer, rs []int64, rows, n int64, p []float64) {
+		var ptr [3]*C.float
+		var st [4]C.int64_t
+		st[0] = C.int64_t(rs[0])
+		for j := 0; j < nin; j++ {
+			ptr[j] = fmPtr(ptrs[j+1])
+			st[j+1] = C.int64_t(rs[j+1])
 		}
-		var pf [4]C.float
-		for i := range min(len(p), 4) {
-			pf[i] = C.float(p[i])
-		}
-		C.hpusim_f32(op, (*C.float)(unsafe.Pointer(unsafe.SliceData(o))), ptr[0], ptr[1], ptr[2], C.float(p0),
-			&pf[0], C.size_t(n))
+		id, p0, pf := pick(p)
+		C.hpusim_f32_rows(id, fmPtr(ptrs[0]), ptr[0], ptr[1], ptr[2], C.float(p0), &pf[0], C.size_t(n),
+			C.size_t(rows), &st[0])
 	}
 }
 
-func fmP0(p []float64) float32 { return float32(p[0]) }
-
-// installFast replaces the float32 implementations of the ops the C code covers. Ops
-// with a mode parameter keep the Go version for the modes C does not handle.
+// installFast replaces the float32 implementations of the ops the C code covers.
 func installFast() {
-	set := func(name string, f EWFunc[float32]) { EWOps[name].F32 = f }
-	set("exp", fmOp(C.FM_EXP, 1, nil))
-	set("sigmoid", fmOp(C.FM_SIGMOID, 1, nil))
-	set("silu", fmOp(C.FM_SILU, 1, nil))
-	set("silu_backward", fmOp(C.FM_SILU_BWD, 2, nil))
-	set("tanh", fmOp(C.FM_TANH, 1, nil))
-	gelu, geluTanh := fmOp(C.FM_GELU, 1, nil), fmOp(C.FM_GELU_TANH, 1, nil)
-	set("gelu", func(o []float32, in [][]float32, p []float64) {
+	for name, op := range map[string]C.int{
+		"exp": C.FM_EXP, "sigmoid": C.FM_SIGMOID, "silu": C.FM_SILU, "silu_backward": C.FM_SILU_BWD,
+		"tanh": C.FM_TANH, "mul": C.FM_MUL, "div": C.FM_DIV, "where": C.FM_WHERE, "relu": C.FM_RELU,
+		"lerp": C.FM_LERP, "sigmoid_backward": C.FM_SIGMOID_BWD, "tanh_backward": C.FM_TANH_BWD,
+		"sqrt": C.FM_SQRT,
+	} {
+		fmInstall(name, fmFixed(op))
+	}
+	for name, op := range map[string]C.int{
+		"threshold_backward": C.FM_THRESHOLD_BWD, "addcdiv": C.FM_ADDCDIV, "addcmul": C.FM_ADDCMUL,
+	} {
+		fmInstall(name, fmP0(op))
+	}
+	for name, op := range map[string]C.int{"softplus": C.FM_SOFTPLUS, "softplus_backward": C.FM_SOFTPLUS_BWD} {
+		fmInstall(name, fmParams(op))
+	}
+	fmInstall("gelu", func(p []float64) (C.int, float32, [4]C.float) {
 		if p[0] != 0 {
-			geluTanh(o, in, p)
-		} else {
-			gelu(o, in, p)
+			return C.FM_GELU_TANH, 0, [4]C.float{}
 		}
+		return C.FM_GELU, 0, [4]C.float{}
 	})
-	geluBwd, geluTanhBwd := fmOp(C.FM_GELU_BWD, 2, nil), fmOp(C.FM_GELU_TANH_BWD, 2, nil)
-	set("gelu_backward", func(o []float32, in [][]float32, p []float64) {
+	fmInstall("gelu_backward", func(p []float64) (C.int, float32, [4]C.float) {
 		if p[0] != 0 {
-			geluTanhBwd(o, in, p)
-		} else {
-			geluBwd(o, in, p)
+			return C.FM_GELU_TANH_BWD, 0, [4]C.float{}
 		}
+		return C.FM_GELU_BWD, 0, [4]C.float{}
 	})
-	add, addAlpha := fmOp(C.FM_ADD, 2, nil), fmOp(C.FM_ADD_ALPHA, 2, fmP0)
-	set("add", func(o []float32, in [][]float32, p []float64) {
+	fmInstall("add", func(p []float64) (C.int, float32, [4]C.float) {
 		if float32(p[0]) == 1 {
-			add(o, in, p)
-		} else {
-			addAlpha(o, in, p)
+			return C.FM_ADD, 0, [4]C.float{}
 		}
+		return C.FM_ADD_ALPHA, float32(p[0]), [4]C.float{}
 	})
-	set("mul", fmOp(C.FM_MUL, 2, nil))
-	set("div", fmOp(C.FM_DIV, 2, nil))
-	set("where", fmOp(C.FM_WHERE, 3, nil))
-	set("relu", fmOp(C.FM_RELU, 1, nil))
-	set("threshold_backward", fmOp(C.FM_THRESHOLD_BWD, 2, fmP0))
-	set("lerp", fmOp(C.FM_LERP, 3, nil))
-	set("addcdiv", fmOp(C.FM_ADDCDIV, 3, fmP0))
-	set("addcmul", fmOp(C.FM_ADDCMUL, 3, fmP0))
-	set("sigmoid_backward", fmOp(C.FM_SIGMOID_BWD, 2, nil))
-	set("tanh_backward", fmOp(C.FM_TANH_BWD, 2, nil))
+	// elu's coefficients as ewElu derives them: (alpha*scale, scale, input_scale, is_result)
+	elu := func(op C.int) fmPick {
+		return func(p []float64) (C.int, float32, [4]C.float) {
+			return op, 0, [4]C.float{C.float(float32(p[0] * p[1])), C.float(p[1]), C.float(p[2]), C.float(p[3])}
+		}
+	}
+	fmInstall("elu", elu(C.FM_ELU))
+	fmInstall("elu_backward", elu(C.FM_ELU_BWD))
 	// erfTab is built by a later init: copy it to C on first use
-	erf, erfOnce := fmOp(C.FM_ERF, 1, nil), new(sync.Once)
-	set("erf", func(o []float32, in [][]float32, p []float64) {
+	var erfOnce sync.Once
+	fmInstall("erf", func(p []float64) (C.int, float32, [4]C.float) {
 		erfOnce.Do(func() { C.hpusim_set_erf_tab((*C.double)(unsafe.Pointer(&erfTab[0][0]))) })
-		erf(o, in, p)
-	})
-	set("sqrt", fmOp(C.FM_SQRT, 1, nil))
-	set("softplus", fmOp(C.FM_SOFTPLUS, 1, nil))
-	set("softplus_backward", fmOp(C.FM_SOFTPLUS_BWD, 2, nil))
-	// elu's parameters as ewElu derives them: (alpha*scale, scale, input_scale, is_result)
-	elu, eluBwd := fmOp(C.FM_ELU, 1, nil), fmOp(C.FM_ELU_BWD, 2, nil)
-	set("elu", func(o []float32, in [][]float32, p []float64) {
-		elu(o, in, []float64{float64(float32(p[0] * p[1])), p[1], p[2]})
-	})
-	set("elu_backward", func(o []float32, in [][]float32, p []float64) {
-		eluBwd(o, in, []float64{float64(float32(p[0] * p[1])), p[1], p[2], p[3]})
+		return C.FM_ERF, 0, [4]C.float{}
 	})
 }
 

@@ -264,3 +264,60 @@ func TestWhereMaskConversion(t *testing.T) {
 		}
 	}
 }
+
+// Broadcast layouts through F32Rows (row blocks in one call) against the same call row by
+// row (F32Rows cleared): identical bits, including odometer carries and worker splits.
+func TestF32RowsMatchesRowByRow(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	mk := func(sizes, full []int64) Tensor {
+		n := int64(1)
+		for _, s := range sizes {
+			n *= s
+		}
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		st := make([]int64, len(sizes))
+		acc := int64(1)
+		for i := len(sizes) - 1; i >= 0; i-- {
+			st[i] = acc
+			if sizes[i] == 1 {
+				st[i] = 0
+			}
+			acc *= sizes[i]
+		}
+		return Tensor{Ptr: unsafe.Pointer(&x[0]), DType: Float32, Sizes: full, Strides: st}
+	}
+	for _, full := range [][]int64{{7, 33, 65}, {64, 50, 130}, {3, 4, 5, 6}} {
+		d := len(full)
+		b1 := append([]int64{1}, full[1:]...)
+		b2 := append(append([]int64{}, full[:d-2]...), 1, full[d-1])
+		for _, c := range []struct {
+			op string
+			p  []float64
+		}{{"add", []float64{1}}, {"add", []float64{0.5}}, {"mul", nil}, {"where", nil}, {"gelu", []float64{0}},
+			{"lerp", nil}, {"addcdiv", []float64{0.3}}, {"threshold_backward", []float64{0.1}}} {
+			op := EWOps[c.op]
+			ins := []Tensor{mk(full, full), mk(b1, full), mk(b2, full)}[:op.NIn]
+			got, want := mk(full, full), mk(full, full)
+			if err := Elementwise(op, Float32, got, ins, c.p); err != nil {
+				t.Fatal(err)
+			}
+			saved := op.F32Rows
+			op.F32Rows = nil
+			err := Elementwise(op, Float32, want, ins, c.p)
+			op.F32Rows = saved
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := unsafe.Slice((*uint32)(got.Ptr), got.Numel())
+			w := unsafe.Slice((*uint32)(want.Ptr), want.Numel())
+			for i := range g {
+				if g[i] != w[i] {
+					t.Fatalf("%s%v %v: element %d differs: %#x vs %#x", c.op, c.p, full, i, g[i], w[i])
+				}
+			}
+		}
+	}
+}
