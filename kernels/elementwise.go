@@ -147,10 +147,10 @@ func scalarF32(dt DType, p unsafe.Pointer) float32 {
 type ewKernel struct {
 	f32Rows func(ptrs []unsafe.Pointer, rowStrides []int64, rows, n int64, p []float64)
 	f32     EWFunc[float32]
-	f64 EWFunc[float64]
-	i64 EWFunc[int64]
-	dts []DType
-	p   []float64
+	f64     EWFunc[float64]
+	i64     EWFunc[int64]
+	dts     []DType
+	p       []float64
 	// fixed storage for dts and p, so that a call allocates nothing
 	dtBuf [4]DType
 	pBuf  [8]float64
