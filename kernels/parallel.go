@@ -40,26 +40,29 @@ func ParallelFor(n int64, cost int64, fn func(lo, hi int64)) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first any
-	for lo := int64(0); lo < n; lo += chunk {
-		hi := lo + chunk
-		if hi > n {
-			hi = n
-		}
+	run := func(lo, hi int64) {
+		defer func() {
+			if r := recover(); r != nil {
+				mu.Lock()
+				if first == nil {
+					first = r
+				}
+				mu.Unlock()
+			}
+		}()
+		fn(lo, hi)
+	}
+	// The first chunk runs on the calling goroutine: one goroutine fewer to start and
+	// to wait for.
+	for lo := chunk; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
 		wg.Add(1)
 		go func(lo, hi int64) {
 			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					mu.Lock()
-					if first == nil {
-						first = r
-					}
-					mu.Unlock()
-				}
-			}()
-			fn(lo, hi)
+			run(lo, hi)
 		}(lo, hi)
 	}
+	run(0, min(chunk, n))
 	wg.Wait()
 	if first != nil {
 		panic(KernelPanic{first})
