@@ -453,10 +453,18 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
 
 @native("aten::index_select")
 def index_select(self, dim, index):
-    m = aten.index_select(meta(self), dim, meta(index))
-    if index.device.type != "hpu" or self.dtype == torch.bool and False:
-        raise NotNative
-    out = _empty(m, self.device)
+    nd = self.dim()
+    if (nd >= 1 and -nd <= dim < nd and index.dim() <= 1 and index.device.type == "hpu"
+            and index.dtype in (torch.int64, torch.int32)):
+        # The plain case (an embedding lookup): the result shape without the meta op.
+        shape = list(self.shape)
+        shape[dim % nd] = index.numel()
+        out = torch.empty(shape, dtype=self.dtype, device=self.device)
+    else:
+        m = aten.index_select(meta(self), dim, meta(index))
+        if index.device.type != "hpu":
+            raise NotNative
+        out = _empty(m, self.device)
     if out.numel() == 0:
         return out
     d = dim % max(self.dim(), 1)
