@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -59,40 +60,53 @@ func blasGemm[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, 
 		blasGemmSerial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
-	per := (total + w - 1) / w
+	// More parts than workers, claimed dynamically: the calling goroutine starts at once
+	// while the helpers' threads wake up (slowly on a busy host), and takes over their
+	// share if they are late.
+	parts := 2 * w
+	per := (total + parts - 1) / parts
 	per = (per + align - 1) / align * align
-	var wg sync.WaitGroup
-	for lo := 0; lo < total; lo += per {
-		hi := min(lo+per, total)
-		ap, bp, cp := a, b, c
-		mm, nn := m, n
-		if byRows {
-			mm = hi - lo
-			cp = unsafe.Add(c, lo*ldc*es)
-			if tA {
-				ap = unsafe.Add(a, lo*es)
-			} else {
-				ap = unsafe.Add(a, lo*lda*es)
+	parts = (total + per - 1) / per
+	var next atomic.Int64
+	run := func() {
+		for {
+			pi := int(next.Add(1)) - 1
+			if pi >= parts {
+				return
 			}
-		} else {
-			nn = hi - lo
-			cp = unsafe.Add(c, lo*es)
-			if tB {
-				bp = unsafe.Add(b, lo*ldb*es)
+			lo := pi * per
+			hi := min(lo+per, total)
+			ap, bp, cp := a, b, c
+			mm, nn := m, n
+			if byRows {
+				mm = hi - lo
+				cp = unsafe.Add(c, lo*ldc*es)
+				if tA {
+					ap = unsafe.Add(a, lo*es)
+				} else {
+					ap = unsafe.Add(a, lo*lda*es)
+				}
 			} else {
-				bp = unsafe.Add(b, lo*es)
+				nn = hi - lo
+				cp = unsafe.Add(c, lo*es)
+				if tB {
+					bp = unsafe.Add(b, lo*ldb*es)
+				} else {
+					bp = unsafe.Add(b, lo*es)
+				}
 			}
-		}
-		if hi == total { // the last part runs on the calling goroutine
 			blasGemmSerial(tA, tB, mm, nn, k, alpha, ap, lda, bp, ldb, beta, cp, ldc)
-			break
 		}
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < w; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			blasGemmSerial(tA, tB, mm, nn, k, alpha, ap, lda, bp, ldb, beta, cp, ldc)
+			run()
 		}()
 	}
+	run()
 	wg.Wait()
 }
 
