@@ -64,7 +64,7 @@ static inline void ln_moments(const float *x, int64_t n, float *mf, float *vf) {
 	*vf = (float)(((a0 + a1) + (a2 + a3)) / (double)n);
 }
 
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_ln_fwd_f32(const float *x, int64_t xs, float *out, int64_t os, int64_t rows, int64_t D,
                               const float *g, const float *b, float eps, float *mean, float *rstd) {
 	for (int64_t r = 0; r < rows; r++) {
@@ -83,7 +83,7 @@ static void hpusim_ln_fwd_f32(const float *x, int64_t xs, float *out, int64_t os
 }
 
 // grad_input rows; g NULL without weight; tmp holds D floats.
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_ln_bwd_f32(const float *dy, int64_t dys, const float *x, int64_t xs, float *gin, int64_t gs,
                               int64_t rows, int64_t D, const float *g, const float *mu, const float *rs, float *tmp) {
 	float scale = 1.0f / (float)D;
@@ -121,7 +121,7 @@ static void hpusim_ln_bwd_f32(const float *dy, int64_t dys, const float *x, int6
 }
 
 // weight and bias gradients of n columns (pointers at the block's first column) over rows.
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_ln_bwd_cols_f32(const float *dy, int64_t dys, const float *x, int64_t xs, int64_t rows, int64_t n,
                                    const float *mu, const float *rs, float *dw, float *db) {
 	for (int64_t r = 0; r < rows; r++) {
@@ -144,7 +144,7 @@ typedef float v4f __attribute__((vector_size(16)));
 // a macro: a function returning a vector would change the ABI of the default clone
 #define load4(p) ({ v4f f_; memcpy(&f_, (p), sizeof f_); __builtin_convertvector(f_, v4d); })
 
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static double hpusim_bn_sum(const float *x, int64_t ns, int64_t N, int64_t S, double mean, int sq) {
 	v4d a = {0, 0, 0, 0}, mv = {mean, mean, mean, mean};
 	for (int64_t n = 0; n < N; n++) {
@@ -164,7 +164,7 @@ static double hpusim_bn_sum(const float *x, int64_t ns, int64_t N, int64_t S, do
 	return (a[0] + a[1]) + (a[2] + a[3]);
 }
 
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_bn_apply(const float *x, int64_t xns, float *o, int64_t ons, int64_t N, int64_t S, double sd, double hd) {
 	for (int64_t n = 0; n < N; n++) {
 		const float *xs = x + n * xns;
@@ -173,7 +173,7 @@ static void hpusim_bn_apply(const float *x, int64_t xns, float *o, int64_t ons, 
 	}
 }
 
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_bn_bwd_sums(const float *x, int64_t xns, const float *g, int64_t gns, int64_t N, int64_t S,
                                double mean, double *sum, double *dotp) {
 	v4d s = {0, 0, 0, 0}, d = {0, 0, 0, 0}, mv = {mean, mean, mean, mean};
@@ -194,7 +194,7 @@ static void hpusim_bn_bwd_sums(const float *x, int64_t xns, const float *g, int6
 	*dotp = (d[0] + d[1]) + (d[2] + d[3]);
 }
 
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_bn_bwd_apply(const float *x, int64_t xns, const float *g, int64_t gns, float *o, int64_t ons,
                                 int64_t N, int64_t S, double mean, double gm, double k, double invstd, double wc,
                                 int training) {

@@ -62,20 +62,20 @@ CASCADE(cascade_f64, double)
 INNER(inner_f32, cascade_f32, float)
 INNER(inner_f64, cascade_f64, double)
 
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_cascade_f32(const float *p, int64_t is, int64_t size, int64_t nrows, int64_t power, float *acc) {
 	cascade_f32(p, is, size, nrows, power, acc);
 }
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_cascade_f64(const double *p, int64_t is, int64_t size, int64_t nrows, int64_t power, double *acc) {
 	cascade_f64(p, is, size, nrows, power, acc);
 }
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_inner_f32(const float *base, int64_t rs, int64_t rows, int64_t size0, int64_t L, int64_t power,
                              float *acc, float *out) {
 	inner_f32(base, rs, rows, size0, L, power, acc, out);
 }
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_inner_f64(const double *base, int64_t rs, int64_t rows, int64_t size0, int64_t L, int64_t power,
                              double *acc, double *out) {
 	inner_f64(base, rs, rows, size0, L, power, acc, out);

@@ -74,7 +74,7 @@ static inline float vecdot16(const float *a, const float *b, int64_t n) {
 }
 
 // softmaxBwdRowF32 over the last dim for rows rows of n floats (row strides gs, ys, os).
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_softmax_bwd_f32(const float *g, int64_t gs, const float *y, int64_t ys, float *o, int64_t os,
                                    int64_t rows, int64_t n, int islog) {
 	for (int64_t j = 0; j < rows; j++) {
@@ -92,7 +92,7 @@ static void hpusim_softmax_bwd_f32(const float *g, int64_t gs, const float *y, i
 
 // softmaxRowF32 of rows rows of n floats (x row stride xs, y row stride ys); bad[j] = 1
 // marks a row whose sum of exps is NaN (the caller redoes it).
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_softmax_f32(const float *x, int64_t xs, float *y, int64_t ys, int64_t rows, int64_t n,
                                int islog, int lastdim, uint8_t *bad) {
 	for (int64_t j = 0; j < rows; j++) {
