@@ -98,6 +98,10 @@ func MaxPool2d(out, idx, in Tensor, p PoolParams) error {
 	pi, po, px := plane{in}, plane{out}, plane{idx}
 	H, W, OH, OW := pi.h(), pi.w(), po.h(), po.w()
 	if denseInPlane(in) && denseInPlane(out) && denseInPlane(idx) {
+		if in.DType == Float32 && isPlain2x2(p, in, out) {
+			maxPool2x2F32(out, idx, in)
+			return nil
+		}
 		switch in.DType {
 		case Float32:
 			maxPoolForwardNative[float32](out, idx, in, p)
@@ -498,6 +502,56 @@ func spreadGrad(g []float64, W, h0, h1, w0, w1 int, v float64, a gradAcc) {
 		row := g[ih*W : (ih+1)*W]
 		for iw := w0; iw < w1; iw++ {
 			row[iw] = a.round(row[iw] + v)
+		}
+	}
+}
+
+// isPlain2x2 reports the CNN's pooling (2x2 windows, stride 2, no padding or dilation)
+// with every window inside the input, which maxPool2x2F32 serves.
+func isPlain2x2(p PoolParams, in, out Tensor) bool {
+	return p.KH == 2 && p.KW == 2 && p.StrideH == 2 && p.StrideW == 2 && p.PadH == 0 && p.PadW == 0 &&
+		p.DilH == 1 && p.DilW == 1 && 2*out.Sizes[2] <= in.Sizes[2] && 2*out.Sizes[3] <= in.Sizes[3]
+}
+
+// maxPool2x2F32 is maxPoolForwardNative for plain 2x2/2 windows, a range of planes per
+// call on both cores (pool2x2Planes: C when built with cgo, else Go).
+func maxPool2x2F32(out, idx, in Tensor) {
+	H, W := in.Sizes[2], in.Sizes[3]
+	OH, OW := out.Sizes[2], out.Sizes[3]
+	ParallelFor(in.Sizes[0]*in.Sizes[1], H*W+4*OH*OW, func(lo, hi int64) {
+		pool2x2Planes(in, out, idx, lo, hi)
+	})
+}
+
+// pool2x2PlanesGo runs pool2x2PlaneGo over planes [lo, hi).
+func pool2x2PlanesGo(in, out, idx Tensor, lo, hi int64) {
+	C := in.Sizes[1]
+	for pc := lo; pc < hi; pc++ {
+		n, c := pc/C, pc%C
+		pool2x2PlaneGo(at(in.Ptr, (n*in.Strides[0]+c*in.Strides[1])*4), at(out.Ptr, (n*out.Strides[0]+c*out.Strides[1])*4),
+			at(idx.Ptr, (n*idx.Strides[0]+c*idx.Strides[1])*8), in.Sizes[3], out.Sizes[2], out.Sizes[3])
+	}
+}
+
+// pool2x2PlaneGo is one plane of maxPool2x2F32: the four candidates of a window compared
+// in the generic kernel's order (row by row, first maximum wins, a NaN takes over).
+func pool2x2PlaneGo(xp, yp, ip unsafe.Pointer, W, OH, OW int64) {
+	x := unsafe.Slice((*float32)(xp), (2*OH-1)*W+2*OW)
+	y := unsafe.Slice((*float32)(yp), OH*OW)
+	ix := unsafe.Slice((*int64)(ip), OH*OW)
+	for oh := int64(0); oh < OH; oh++ {
+		base := 2 * oh * W
+		r0, r1 := x[base:base+2*OW], x[base+W:base+W+2*OW]
+		yr, ir := y[oh*OW:oh*OW+OW], ix[oh*OW:oh*OW+OW]
+		for ow := range yr {
+			k := int64(2 * ow)
+			mv, mi := r0[k], base+k
+			for j, v := range [3]float32{r0[k+1], r1[k], r1[k+1]} {
+				t := b2i(v > mv) | b2i(v != v)
+				pos := base + k + [3]int64{1, W, W + 1}[j]
+				mv, mi = sel32(t != 0, v, mv), t*pos+(1-t)*mi
+			}
+			yr[ow], ir[ow] = mv, mi
 		}
 	}
 }

@@ -1,0 +1,61 @@
+package kernels
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+	"unsafe"
+)
+
+// The 2x2/2 fast path must pick exactly the generic kernel's maxima and indices, ties
+// (first wins), NaNs (a later NaN takes over) and -inf windows included, with odd input
+// sizes leaving a last row and column outside every window.
+func TestMaxPool2x2MatchesGeneric(t *testing.T) {
+	p := PoolParams{KH: 2, KW: 2, StrideH: 2, StrideW: 2, DilH: 1, DilW: 1}
+	r := rand.New(rand.NewSource(3))
+	for _, sh := range [][4]int64{{2, 3, 28, 28}, {1, 2, 7, 9}, {3, 1, 14, 14}, {1, 1, 2, 2}} {
+		n := sh[0] * sh[1] * sh[2] * sh[3]
+		x := make([]float32, n)
+		for i := range x {
+			switch k := r.Intn(20); {
+			case k == 0:
+				x[i] = float32(math.NaN())
+			case k == 1:
+				x[i] = float32(math.Inf(-1))
+			default:
+				x[i] = float32(r.Intn(4)) // many ties
+			}
+		}
+		oh, ow := sh[2]/2, sh[3]/2
+		m := sh[0] * sh[1] * oh * ow
+		in := Tensor{Ptr: unsafe.Pointer(&x[0]), DType: Float32, Sizes: sh[:], Strides: contiguousStrides(sh[:])}
+		osz := []int64{sh[0], sh[1], oh, ow}
+		y1, y2 := make([]float32, m), make([]float32, m)
+		i1, i2 := make([]int64, m), make([]int64, m)
+		mk := func(p unsafe.Pointer, dt DType) Tensor {
+			return Tensor{Ptr: p, DType: dt, Sizes: osz, Strides: contiguousStrides(osz)}
+		}
+		maxPool2x2F32(mk(unsafe.Pointer(&y1[0]), Float32), mk(unsafe.Pointer(&i1[0]), Int64), in)
+		maxPoolForwardNative[float32](mk(unsafe.Pointer(&y2[0]), Float32), mk(unsafe.Pointer(&i2[0]), Int64), in, p)
+		for i := range y1 {
+			if math.Float32bits(y1[i]) != math.Float32bits(y2[i]) || i1[i] != i2[i] {
+				t.Fatalf("%v at %d: fast (%v, %d) generic (%v, %d)", sh, i, y1[i], i1[i], y2[i], i2[i])
+			}
+		}
+		pool2x2PlanesGo(in, mk(unsafe.Pointer(&y1[0]), Float32), mk(unsafe.Pointer(&i1[0]), Int64), 0, sh[0]*sh[1])
+		for i := range y1 {
+			if math.Float32bits(y1[i]) != math.Float32bits(y2[i]) || i1[i] != i2[i] {
+				t.Fatalf("%v at %d: Go fast path (%v, %d) generic (%v, %d)", sh, i, y1[i], i1[i], y2[i], i2[i])
+			}
+		}
+	}
+}
+
+func contiguousStrides(sizes []int64) []int64 {
+	st, s := make([]int64, len(sizes)), int64(1)
+	for i := len(sizes) - 1; i >= 0; i-- {
+		st[i] = s
+		s *= sizes[i]
+	}
+	return st
+}
