@@ -343,12 +343,15 @@ print(json.dumps({"freed": freed, "reused": _lazy.stats()["reused_bytes"],
 def test_buffer_reuse_releases_intermediates_at_launch(tmp_path):
     # Without streaming, nothing runs before the launch: each graph's relu/sigmoid/mul
     # outputs run in dying buffers, their own 256 KiB allocations are released by
-    # mark_step() itself, the PostGraph dump shows it, and the result is unchanged.
+    # mark_step() itself (before the graph runs), the PostGraph dump shows it, and the
+    # result is unchanged.
     on = json.loads(run(REUSE_CHAIN, tmp_path, HPUSIM_LAZY_STREAM=0, GRAPH_VISUALIZATION=1))
     off = json.loads(run(REUSE_CHAIN, tmp_path, HPUSIM_LAZY_STREAM=0, HPUSIM_LAZY_REUSE=0))
     per_graph = on["reused"] // 3
     assert per_graph >= 2 * 256 * 256 * 4
-    assert on["freed"] == [per_graph] * 3
+    # At least the reused bytes come back at launch; more when the worker has already run
+    # the graph and released its deferred frees by the time memory_allocated() is read.
+    assert all(f >= per_graph for f in on["freed"]), on["freed"]
     assert on["in_buffer"] >= 2
     assert off["reused"] == 0
     assert on["sum"] == off["sum"]
