@@ -48,6 +48,8 @@ test-go:
 	go vet ./...
 	test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
 	go test ./...
+	# The kernels' pure-Go fallbacks (gonum GEMM, Go loops for the C fast paths).
+	CGO_ENABLED=0 go test ./kernels
 
 # The second pass runs the OpInfo suite, the lazy tests and the reference models in lazy mode.
 test-py:

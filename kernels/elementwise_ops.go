@@ -596,10 +596,11 @@ func ewLerp[T flt](o []T, in [][]T, p []float64) {
 	for i := range o {
 		d := e[i] - s[i]
 		wi := w[i]
+		// Fused multiply-adds, as torch's vectorized lerp (fmadd / fnmadd).
 		if wi < 0.5 && wi > -0.5 {
-			o[i] = s[i] + wi*d
+			o[i] = T(math.FMA(float64(wi), float64(d), float64(s[i])))
 		} else {
-			o[i] = e[i] - d*(1-wi)
+			o[i] = T(math.FMA(-float64(d), float64(1-wi), float64(e[i])))
 		}
 	}
 }
