@@ -14,39 +14,7 @@ package kernels
 // of float32 operands (exact product, one rounding), reductions in vecSum/vecDot order.
 #pragma GCC optimize("fp-contract=off", "no-trapping-math")
 
-static inline float ln_vecsum16(const float *v, int64_t n) {
-	if (n < 16) {
-		float s = v[0];
-		for (int64_t i = 1; i < n; i++) s += v[i];
-		return s;
-	}
-	float acc[16];
-	memcpy(acc, v, sizeof acc);
-	for (int64_t d = 16; d < n; d += 16) {
-		int64_t m = n - d < 16 ? n - d : 16;
-		for (int64_t j = 0; j < m; j++) acc[j] += v[d + j];
-	}
-	for (int h = 8; h >= 1; h /= 2)
-		for (int j = 0; j < h; j++) acc[j] += acc[j + h];
-	return acc[0];
-}
-
-static inline float ln_vecdot16(const float *a, const float *b, int64_t n) {
-	if (n < 16) {
-		float s = a[0] * b[0];
-		for (int64_t i = 1; i < n; i++) s += a[i] * b[i];
-		return s;
-	}
-	float acc[16];
-	for (int j = 0; j < 16; j++) acc[j] = a[j] * b[j];
-	for (int64_t d = 16; d < n; d += 16) {
-		int64_t m = n - d < 16 ? n - d : 16;
-		for (int64_t j = 0; j < m; j++) acc[j] = (float)((double)a[d + j] * (double)b[d + j] + (double)acc[j]);
-	}
-	for (int h = 8; h >= 1; h /= 2)
-		for (int j = 0; j < h; j++) acc[j] += acc[j + h];
-	return acc[0];
-}
+#include "vec16.h"
 
 static inline void ln_moments(const float *x, int64_t n, float *mf, float *vf) {
 	double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
@@ -92,12 +60,12 @@ static void hpusim_ln_bwd_f32(const float *dy, int64_t dys, const float *x, int6
 		float *o = gin + r * gs;
 		float ds, db;
 		if (!g) {
-			ds = ln_vecdot16(dyr, xr, D);
-			db = ln_vecsum16(dyr, D);
+			ds = vecdot16(dyr, xr, D);
+			db = vecsum16(dyr, D);
 		} else {
 			for (int64_t j = 0; j < D; j++) tmp[j] = dyr[j] * xr[j];
-			ds = ln_vecdot16(tmp, g, D);
-			db = ln_vecdot16(dyr, g, D);
+			ds = vecdot16(tmp, g, D);
+			db = vecdot16(dyr, g, D);
 		}
 		float a = rs[r], m = mu[r];
 		float b = (float)((double)db * (double)m + (double)(-ds));
