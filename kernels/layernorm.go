@@ -141,8 +141,31 @@ func vecReduce[F gemmFloat](n int, W int, val func(i int) F, mulPair func(i int)
 // (torch's Welford moments are within an ulp of these): float64 sums, four partial sums
 // each (as layernorm_cgo.go's ln_moments).
 func moments[F gemmFloat](v []F) (F, F) {
-	var a0, a1, a2, a3 float64
+	a0, a1, a2, a3 := sums4(v, 0, false, 0, 0, 0, 0)
+	m := ((a0 + a1) + (a2 + a3)) / float64(len(v))
+	a0, a1, a2, a3 = sums4(v, m, true, 0, 0, 0, 0)
+	return F(m), F(((a0 + a1) + (a2 + a3)) / float64(len(v)))
+}
+
+// sums4 adds v's elements (sq: their squared deviations from mean) into four float64
+// partial sums, element i into sum i%4 and a tail into the first: the order the C kernels
+// (ln_moments, bn_sum) follow bit for bit.
+func sums4[F gemmFloat](v []F, mean float64, sq bool, a0, a1, a2, a3 float64) (float64, float64, float64, float64) {
 	i := 0
+	if sq {
+		for ; i+4 <= len(v); i += 4 {
+			d0, d1, d2, d3 := float64(v[i])-mean, float64(v[i+1])-mean, float64(v[i+2])-mean, float64(v[i+3])-mean
+			a0 += d0 * d0
+			a1 += d1 * d1
+			a2 += d2 * d2
+			a3 += d3 * d3
+		}
+		for ; i < len(v); i++ {
+			d := float64(v[i]) - mean
+			a0 += d * d
+		}
+		return a0, a1, a2, a3
+	}
 	for ; i+4 <= len(v); i += 4 {
 		a0 += float64(v[i])
 		a1 += float64(v[i+1])
@@ -152,20 +175,7 @@ func moments[F gemmFloat](v []F) (F, F) {
 	for ; i < len(v); i++ {
 		a0 += float64(v[i])
 	}
-	m := ((a0 + a1) + (a2 + a3)) / float64(len(v))
-	a0, a1, a2, a3 = 0, 0, 0, 0
-	for i = 0; i+4 <= len(v); i += 4 {
-		d0, d1, d2, d3 := float64(v[i])-m, float64(v[i+1])-m, float64(v[i+2])-m, float64(v[i+3])-m
-		a0 += d0 * d0
-		a1 += d1 * d1
-		a2 += d2 * d2
-		a3 += d3 * d3
-	}
-	for ; i < len(v); i++ {
-		d := float64(v[i]) - m
-		a0 += d * d
-	}
-	return F(m), F(((a0 + a1) + (a2 + a3)) / float64(len(v)))
+	return a0, a1, a2, a3
 }
 
 // f32s views a []F of float32 as []float32.

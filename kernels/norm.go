@@ -193,34 +193,9 @@ func (r f32Rows) sum(mean float64, sq bool) float64 {
 	if haveCNorm && !noCNorm {
 		return bnSumC(r.base(), r.t.Strides[0], r.t.Sizes[0], r.t.Sizes[2], mean, sq)
 	}
-	// scalars, not an array: the compiler keeps them in registers
 	var a0, a1, a2, a3 float64
 	for n := int64(0); n < r.t.Sizes[0]; n++ {
-		xs := r.row(n)
-		i := 0
-		if sq {
-			for ; i+4 <= len(xs); i += 4 {
-				d0, d1, d2, d3 := float64(xs[i])-mean, float64(xs[i+1])-mean, float64(xs[i+2])-mean, float64(xs[i+3])-mean
-				a0 += d0 * d0
-				a1 += d1 * d1
-				a2 += d2 * d2
-				a3 += d3 * d3
-			}
-			for ; i < len(xs); i++ {
-				d := float64(xs[i]) - mean
-				a0 += d * d
-			}
-		} else {
-			for ; i+4 <= len(xs); i += 4 {
-				a0 += float64(xs[i])
-				a1 += float64(xs[i+1])
-				a2 += float64(xs[i+2])
-				a3 += float64(xs[i+3])
-			}
-			for ; i < len(xs); i++ {
-				a0 += float64(xs[i])
-			}
-		}
+		a0, a1, a2, a3 = sums4(r.row(n), mean, sq, a0, a1, a2, a3)
 	}
 	return (a0 + a1) + (a2 + a3)
 }
