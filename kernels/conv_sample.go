@@ -54,13 +54,7 @@ func convFwdSamples[T gemmFloat](out, in Tensor, w, b []T, g convGeom, p ConvPar
 		for n := int(lo); n < int(hi); n++ {
 			x, y := sampleSlice[T](in, n), sampleSlice[T](out, n)
 			for gi := 0; gi < g.G; gi++ {
-				var col []T
-				if pw {
-					col = x[gi*g.Cg*g.P : (gi+1)*g.Cg*g.P]
-				} else {
-					col = *cb
-					im2colRows(col, x, g, p, gi, 1, 0, g.Kc)
-				}
+				col := groupCols(x, cb, g, p, gi, pw)
 				yg := y[gi*g.Og*g.P : (gi+1)*g.Og*g.P]
 				blasGemmSerial(false, false, g.Og, g.P, g.Kc, T(1), ptrOf(w[gi*g.Og*g.Kc:]), g.Kc,
 					ptrOf(col), g.P, T(0), ptrOf(yg), g.P)
@@ -116,13 +110,7 @@ func convBwdSamples[T gemmFloat](gin *Tensor, dw, db []T, gout, in Tensor, w []T
 			if pdw != nil && g.P > 0 && g.Kc > 0 {
 				x := sampleSlice[T](in, n)
 				for gi := 0; gi < g.G; gi++ {
-					var col []T
-					if pw {
-						col = x[gi*g.Cg*g.P : (gi+1)*g.Cg*g.P]
-					} else {
-						col = *cb
-						im2colRows(col, x, g, p, gi, 1, 0, g.Kc)
-					}
+					col := groupCols(x, cb, g, p, gi, pw)
 					blasGemmSerial(false, true, g.Og, g.Kc, g.P, T(1), ptrOf(dy[gi*g.Og*g.P:]), g.P,
 						ptrOf(col), g.P, T(1), ptrOf(pdw[gi*g.Og*g.Kc:]), g.Kc)
 				}
@@ -172,4 +160,14 @@ func convBwdSamples[T gemmFloat](gin *Tensor, dw, db []T, gout, in Tensor, w []T
 			}
 		}
 	}
+}
+
+// groupCols is group gi's column matrix (Kc x P) of sample x: x's own channels for a
+// pointwise convolution, else im2col into the scratch buffer cb.
+func groupCols[T gemmFloat](x []T, cb *[]T, g convGeom, p ConvParams, gi int, pw bool) []T {
+	if pw {
+		return x[gi*g.Cg*g.P : (gi+1)*g.Cg*g.P]
+	}
+	im2colRows(*cb, x, g, p, gi, 1, 0, g.Kc)
+	return *cb
 }
