@@ -247,6 +247,10 @@ func denseBMN(t Tensor) bool {
 
 // convertFlat rounds src into dst (same length), split across the workers.
 func convertFlat(dst []uint16, src []float32) {
+	if len(dst) <= 1<<17 {
+		f32ToBF16s(dst, src)
+		return
+	}
 	ParallelFor(int64(len(dst)), 1, func(lo, hi int64) {
 		f32ToBF16s(dst[lo:hi], src[lo:hi])
 	})
@@ -254,6 +258,10 @@ func convertFlat(dst []uint16, src []float32) {
 
 // widenFlat widens src into dst (same length), split across the workers.
 func widenFlat(dst []float32, src []uint16) {
+	if len(dst) <= 1<<17 {
+		bf16ToF32s(dst, src)
+		return
+	}
 	ParallelFor(int64(len(dst)), 1, func(lo, hi int64) {
 		bf16ToF32s(dst[lo:hi], src[lo:hi])
 	})
