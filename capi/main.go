@@ -129,17 +129,10 @@ func hpusim_free(p unsafe.Pointer) (rc C.int) {
 //export hpusim_memory_stats
 func hpusim_memory_stats(dev C.int, out *C.int64_t) (rc C.int) {
 	defer guard(&rc)
-	d, err := device.Get(int(dev))
-	if err != nil {
-		return setErr(err)
-	}
-	if out == nil {
-		return setErr(fmt.Errorf("null output pointer"))
-	}
-	s := d.Stats()
-	vals := []int64{s.Limit, s.InUse, s.MaxInUse, s.NumAllocs, s.NumFrees, s.MaxAllocSize, s.TotalSystemAllocs, s.TotalSystemFrees}
-	copy(unsafe.Slice((*int64)(unsafe.Pointer(out)), len(vals)), vals)
-	return statusOK
+	return writeDeviceInts(dev, out, func(d *device.Device) []int64 {
+		s := d.Stats()
+		return []int64{s.Limit, s.InUse, s.MaxInUse, s.NumAllocs, s.NumFrees, s.MaxAllocSize, s.TotalSystemAllocs, s.TotalSystemFrees}
+	})
 }
 
 // hpusim_defrag_stats writes the memory_defragmentation counters: attempts, successful
@@ -148,6 +141,14 @@ func hpusim_memory_stats(dev C.int, out *C.int64_t) (rc C.int) {
 //export hpusim_defrag_stats
 func hpusim_defrag_stats(dev C.int, out *C.int64_t) (rc C.int) {
 	defer guard(&rc)
+	return writeDeviceInts(dev, out, func(d *device.Device) []int64 {
+		s := d.Defrag()
+		return []int64{s.Number, s.Successful, s.TotalNs, s.MaxNs}
+	})
+}
+
+// writeDeviceInts copies the counters vals reads from device dev into out.
+func writeDeviceInts(dev C.int, out *C.int64_t, vals func(*device.Device) []int64) C.int {
 	d, err := device.Get(int(dev))
 	if err != nil {
 		return setErr(err)
@@ -155,9 +156,8 @@ func hpusim_defrag_stats(dev C.int, out *C.int64_t) (rc C.int) {
 	if out == nil {
 		return setErr(fmt.Errorf("null output pointer"))
 	}
-	s := d.Defrag()
-	vals := []int64{s.Number, s.Successful, s.TotalNs, s.MaxNs}
-	copy(unsafe.Slice((*int64)(unsafe.Pointer(out)), len(vals)), vals)
+	v := vals(d)
+	copy(unsafe.Slice((*int64)(unsafe.Pointer(out)), len(v)), v)
 	return statusOK
 }
 
