@@ -102,6 +102,11 @@ func MaxPool2d(out, idx, in Tensor, p PoolParams) error {
 			maxPool2x2F32(out, idx, in)
 			return nil
 		}
+		if in.DType == BFloat16 && !noPoolBF16Fast && isPlain2x2(p, in, out) && denseBMN(flat3(in)) && denseBMN(flat3(out)) &&
+			denseBMN(flat3(idx)) {
+			maxPool2x2BF16(out, idx, in)
+			return nil
+		}
 		switch in.DType {
 		case Float32:
 			maxPoolForwardNative[float32](out, idx, in, p)
@@ -228,6 +233,10 @@ func MaxPool2dBackward(gin, gout, idx Tensor) error {
 	}
 	pi, po, px := plane{gin}, plane{gout}, plane{idx}
 	H, W, OH, OW := pi.h(), pi.w(), po.h(), po.w()
+	if gin.DType == BFloat16 && gout.DType == BFloat16 && !noPoolBF16Fast && denseBMN(flat3(gin)) && denseBMN(flat3(gout)) &&
+		denseBMN(flat3(idx)) {
+		return maxPoolBackwardBF16(gin, gout, idx)
+	}
 	if gin.DType == gout.DType && (gin.DType == Float32 || gin.DType == Float64) {
 		if gin.DType == Float32 {
 			return maxPoolBackwardNative[float32](gin, gout, idx)
@@ -554,4 +563,75 @@ func pool2x2PlaneGo(xp, yp, ip unsafe.Pointer, W, OH, OW int64) {
 			yr[ow], ir[ow] = mv, mi
 		}
 	}
+}
+
+// noPoolBF16Fast turns the bfloat16 fast paths off (tests compare them with the generic
+// kernels).
+var noPoolBF16Fast bool
+
+// flat3 views a 4-D [N, C, H, W] tensor as [N*C, H, W] for layout checks (denseBMN):
+// planes one stride apart when the N and C strides chain (a size-1 dim's stride is free).
+func flat3(t Tensor) Tensor {
+	st0 := t.Strides[1]
+	if t.Sizes[1] == 1 {
+		st0 = t.Strides[0]
+	} else if t.Sizes[0] > 1 && t.Strides[0] != t.Sizes[1]*t.Strides[1] {
+		st0 = -1 // not a single stride: denseBMN fails
+	}
+	return Tensor{Ptr: t.Ptr, DType: t.DType, Sizes: []int64{t.Sizes[0] * t.Sizes[1], t.Sizes[2], t.Sizes[3]},
+		Strides: []int64{st0, t.Strides[2], t.Strides[3]}}
+}
+
+// maxPool2x2BF16 is the generic kernel's 2x2/2 pooling for contiguous bfloat16 tensors:
+// widening is exact and keeps the order, so the float32 fast path picks the same maxima
+// and indices, and narrowing them back is exact.
+func maxPool2x2BF16(out, idx, in Tensor) {
+	H, W := in.Sizes[2], in.Sizes[3]
+	OH, OW := out.Sizes[2], out.Sizes[3]
+	ParallelFor(in.Sizes[0]*in.Sizes[1], H*W+4*OH*OW, func(lo, hi int64) {
+		n := hi - lo
+		xb, yb := getF32(int(n*H*W)), getF32(int(n*OH*OW))
+		defer putF32(xb)
+		defer putF32(yb)
+		bf16ToF32s(*xb, unsafe.Slice((*uint16)(at(in.Ptr, lo*H*W*2)), n*H*W))
+		xt := Tensor{Ptr: unsafe.Pointer(&(*xb)[0]), DType: Float32, Sizes: []int64{1, n, H, W},
+			Strides: []int64{n * H * W, H * W, W, 1}}
+		osz, ost := []int64{1, n, OH, OW}, []int64{n * OH * OW, OH * OW, OW, 1}
+		yt := Tensor{Ptr: unsafe.Pointer(&(*yb)[0]), DType: Float32, Sizes: osz, Strides: ost}
+		it := Tensor{Ptr: at(idx.Ptr, lo*OH*OW*8), DType: Int64, Sizes: osz, Strides: ost}
+		pool2x2Planes(xt, yt, it, 0, n)
+		f32ToBF16s(unsafe.Slice((*uint16)(at(out.Ptr, lo*OH*OW*2)), n*OH*OW), *yb)
+	})
+}
+
+// maxPoolBackwardBF16 is MaxPool2dBackward for contiguous bfloat16 tensors: the generic
+// kernel's float64 sums per plane and one rounding per element, without its per-element
+// row loads.
+func maxPoolBackwardBF16(gin, gout, idx Tensor) error {
+	hw := gin.Sizes[2] * gin.Sizes[3]
+	ohw := gout.Sizes[2] * gout.Sizes[3]
+	var bad error
+	var mu sync.Mutex
+	ParallelFor(gin.Sizes[0]*gin.Sizes[1], hw+ohw, func(lo, hi int64) {
+		acc := make([]float64, hw)
+		for pc := lo; pc < hi; pc++ {
+			g := unsafe.Slice((*uint16)(at(gin.Ptr, pc*hw*2)), hw)
+			ys := unsafe.Slice((*uint16)(at(gout.Ptr, pc*ohw*2)), ohw)
+			ks := unsafe.Slice((*int64)(at(idx.Ptr, pc*ohw*8)), ohw)
+			clear(acc)
+			for i, k := range ks {
+				if uint64(k) >= uint64(hw) {
+					mu.Lock()
+					bad = fmt.Errorf("index %d out of range for a %dx%d plane", k, gin.Sizes[2], gin.Sizes[3])
+					mu.Unlock()
+					continue
+				}
+				acc[k] += float64(BF16ToF32(ys[i]))
+			}
+			for i, v := range acc {
+				g[i] = F32ToBF16(float32(v))
+			}
+		}
+	})
+	return bad
 }

@@ -59,3 +59,60 @@ func contiguousStrides(sizes []int64) []int64 {
 	}
 	return st
 }
+
+// The bfloat16 fast paths give the generic kernels' bits: forward maxima and indices, and
+// backward sums (overlapping windows' indices repeat, so some elements sum twice).
+func TestMaxPoolBF16FastMatchesGeneric(t *testing.T) {
+	p := PoolParams{KH: 2, KW: 2, StrideH: 2, StrideW: 2, DilH: 1, DilW: 1}
+	r := rand.New(rand.NewSource(5))
+	sh := []int64{2, 3, 9, 8}
+	n := sh[0] * sh[1] * sh[2] * sh[3]
+	x := make([]uint16, n)
+	for i := range x {
+		x[i] = F32ToBF16(float32(r.Intn(5)) - 2)
+	}
+	x[7] = 0x7fc0 // NaN
+	osz := []int64{sh[0], sh[1], sh[2] / 2, sh[3] / 2}
+	m := osz[0] * osz[1] * osz[2] * osz[3]
+	in := Tensor{Ptr: unsafe.Pointer(&x[0]), DType: BFloat16, Sizes: sh, Strides: contiguousStrides(sh)}
+	mk := func(p unsafe.Pointer, dt DType, sz []int64) Tensor {
+		return Tensor{Ptr: p, DType: dt, Sizes: sz, Strides: contiguousStrides(sz)}
+	}
+	y1, y2 := make([]uint16, m), make([]uint16, m)
+	i1, i2 := make([]int64, m), make([]int64, m)
+	maxPool2x2BF16(mk(unsafe.Pointer(&y1[0]), BFloat16, osz), mk(unsafe.Pointer(&i1[0]), Int64, osz), in)
+	noPoolBF16Fast = true
+	defer func() { noPoolBF16Fast = false }()
+	if err := MaxPool2d(mk(unsafe.Pointer(&y2[0]), BFloat16, osz), mk(unsafe.Pointer(&i2[0]), Int64, osz), in, p); err != nil {
+		t.Fatal(err)
+	}
+	for i := range y1 {
+		nan1, nan2 := BF16ToF32(y1[i]) != BF16ToF32(y1[i]), BF16ToF32(y2[i]) != BF16ToF32(y2[i])
+		if (y1[i] != y2[i] && !(nan1 && nan2)) || i1[i] != i2[i] {
+			t.Fatalf("forward at %d: fast (%x, %d) generic (%x, %d)", i, y1[i], i1[i], y2[i], i2[i])
+		}
+	}
+	g := make([]uint16, m)
+	for i := range g {
+		g[i] = F32ToBF16(r.Float32()*4 - 2)
+	}
+	for i := range i1 {
+		if i%3 == 0 {
+			i1[i] = i1[i] - i1[i]%2 // some windows point at the same element as a neighbour
+		}
+	}
+	g1, g2 := make([]uint16, n), make([]uint16, n)
+	if err := maxPoolBackwardBF16(mk(unsafe.Pointer(&g1[0]), BFloat16, sh), mk(unsafe.Pointer(&g[0]), BFloat16, osz),
+		mk(unsafe.Pointer(&i1[0]), Int64, osz)); err != nil {
+		t.Fatal(err)
+	}
+	if err := MaxPool2dBackward(mk(unsafe.Pointer(&g2[0]), BFloat16, sh), mk(unsafe.Pointer(&g[0]), BFloat16, osz),
+		mk(unsafe.Pointer(&i1[0]), Int64, osz)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range g1 {
+		if g1[i] != g2[i] {
+			t.Fatalf("backward at %d: fast %x generic %x", i, g1[i], g2[i])
+		}
+	}
+}
