@@ -149,6 +149,17 @@ func Conv2dForward(out, in, weight Tensor, bias *Tensor, p ConvParams) error {
 	if bias != nil && (bias.Dim() != 1 || bias.Sizes[0] != int64(g.O)) {
 		return fmt.Errorf("bias of shape %v, expected [%d]", bias.Sizes, g.O)
 	}
+	if x, ok := widenBF16(in); ok {
+		if out.DType == BFloat16 && contiguous4(out) {
+			defer putF32(x.buf)
+			yb := getF32(int(out.Numel()))
+			defer putF32(yb)
+			convFwd[float32](f32Like(out, *yb), x.t, weight, bias, g, p)
+			convertFlat(unsafe.Slice((*uint16)(out.Ptr), len(*yb)), *yb)
+			return nil
+		}
+		putF32(x.buf)
+	}
 	if in.DType == Float64 {
 		convFwd[float64](out, in, weight, bias, g, p)
 	} else {
@@ -185,6 +196,21 @@ func Conv2dBackward(gin, gw, gb *Tensor, gout, in, weight Tensor, p ConvParams) 
 			return fmt.Errorf("gradient of shape %v, expected %v", x.t.Sizes, x.want)
 		}
 	}
+	if gin != nil && gin.DType == BFloat16 && contiguous4(*gin) {
+		if x, ok := widenBF16(in); ok {
+			if dy, ok := widenBF16(gout); ok {
+				defer putF32(x.buf)
+				defer putF32(dy.buf)
+				gb32 := getF32(int(gin.Numel()))
+				defer putF32(gb32)
+				fgin := f32Like(*gin, *gb32)
+				convBwd[float32](&fgin, gw, gb, dy.t, x.t, weight, g, p)
+				convertFlat(unsafe.Slice((*uint16)(gin.Ptr), len(*gb32)), *gb32)
+				return nil
+			}
+			putF32(x.buf)
+		}
+	}
 	if in.DType == Float64 {
 		convBwd[float64](gin, gw, gb, gout, in, weight, g, p)
 	} else {
@@ -203,4 +229,45 @@ func densePlanes(t Tensor) bool {
 		want *= t.Sizes[d]
 	}
 	return true
+}
+
+// f32Half is a contiguous float32 copy of a bfloat16 tensor, in a pooled buffer.
+type f32Half struct {
+	t   Tensor
+	buf *[]float32
+}
+
+// widenBF16 copies the contiguous bfloat16 4-D t into a float32 tensor, so that bf16
+// convolutions take the float32 per-sample path (exact widening; results are rounded
+// once, as the generic path's float32 accumulation is). ok is false for other dtypes or
+// layouts, which keep the generic path.
+func widenBF16(t Tensor) (f32Half, bool) {
+	if !convPerSample || t.DType != BFloat16 || !contiguous4(t) {
+		return f32Half{}, false
+	}
+	b := getF32(int(t.Numel()))
+	widenFlat(*b, unsafe.Slice((*uint16)(t.Ptr), len(*b)))
+	return f32Half{t: f32Like(t, *b), buf: b}, true
+}
+
+// f32Like is a contiguous float32 tensor of t's shape over buf.
+func f32Like(t Tensor, buf []float32) Tensor {
+	var p unsafe.Pointer
+	if len(buf) > 0 {
+		p = unsafe.Pointer(&buf[0])
+	}
+	return Tensor{Ptr: p, DType: Float32, Sizes: t.Sizes, Strides: []int64{t.Sizes[1] * t.Sizes[2] * t.Sizes[3],
+		t.Sizes[2] * t.Sizes[3], t.Sizes[3], 1}}
+}
+
+// contiguous4 reports whether the 4-D t is laid out as a contiguous array.
+func contiguous4(t Tensor) bool {
+	want := int64(1)
+	for d := 3; d >= 0; d-- {
+		if t.Sizes[d] != 1 && t.Strides[d] != want {
+			return false
+		}
+		want *= t.Sizes[d]
+	}
+	return t.Numel() > 0
 }

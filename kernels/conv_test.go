@@ -119,3 +119,50 @@ func abs64(v float64) float64 {
 	}
 	return v
 }
+
+// bfloat16 convolutions widen to the float32 per-sample path; they must agree with the
+// generic (blocked, convert-per-block) path to within two bf16 ulps, forward and
+// backward (the two sum in different orders before rounding once).
+func TestConvBF16WidenedMatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewSource(6))
+	bf := func(n int) []uint16 {
+		v := make([]uint16, n)
+		for i := range v {
+			v[i] = F32ToBF16(r.Float32()*2 - 1)
+		}
+		return v
+	}
+	t4 := func(p []uint16, s [4]int) Tensor {
+		return Tensor{Ptr: unsafe.Pointer(&p[0]), DType: BFloat16, Sizes: []int64{int64(s[0]), int64(s[1]), int64(s[2]), int64(s[3])},
+			Strides: []int64{int64(s[1] * s[2] * s[3]), int64(s[2] * s[3]), int64(s[3]), 1}}
+	}
+	p := ConvParams{1, 1, 1, 1, 1, 1, 1}
+	xs, ws, ys := [4]int{3, 4, 8, 8}, [4]int{5, 4, 3, 3}, [4]int{3, 5, 8, 8}
+	x, w, b, gy := bf(3*4*64), bf(5*4*9), bf(5), bf(3*5*64)
+	bt := Tensor{Ptr: unsafe.Pointer(&b[0]), DType: BFloat16, Sizes: []int64{5}, Strides: []int64{1}}
+	run := func(perSample bool) (y, gx, gw, gb []uint16) {
+		old := convPerSample
+		convPerSample = perSample
+		defer func() { convPerSample = old }()
+		y, gx, gw, gb = make([]uint16, 3*5*64), make([]uint16, len(x)), make([]uint16, len(w)), make([]uint16, 5)
+		if err := Conv2dForward(t4(y, ys), t4(x, xs), t4(w, ws), &bt, p); err != nil {
+			t.Fatal(err)
+		}
+		gxt, gwt := t4(gx, xs), t4(gw, ws)
+		gbt := Tensor{Ptr: unsafe.Pointer(&gb[0]), DType: BFloat16, Sizes: []int64{5}, Strides: []int64{1}}
+		if err := Conv2dBackward(&gxt, &gwt, &gbt, t4(gy, ys), t4(x, xs), t4(w, ws), p); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	y1, gx1, gw1, gb1 := run(true)
+	y2, gx2, gw2, gb2 := run(false)
+	for name, pair := range map[string][2][]uint16{"y": {y1, y2}, "gx": {gx1, gx2}, "gw": {gw1, gw2}, "gb": {gb1, gb2}} {
+		for i := range pair[0] {
+			a, c := BF16ToF32(pair[0][i]), BF16ToF32(pair[1][i])
+			if d := float64(a - c); d > 1.0/128*(1+abs64(float64(c))) || d < -1.0/128*(1+abs64(float64(c))) {
+				t.Fatalf("%s[%d]: widened %v generic %v", name, i, a, c)
+			}
+		}
+	}
+}
