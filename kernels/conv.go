@@ -260,14 +260,7 @@ func f32Like(t Tensor, buf []float32) Tensor {
 		t.Sizes[2] * t.Sizes[3], t.Sizes[3], 1}}
 }
 
-// contiguous4 reports whether the 4-D t is laid out as a contiguous array.
+// contiguous4 reports whether the non-empty 4-D t is laid out as a contiguous array.
 func contiguous4(t Tensor) bool {
-	want := int64(1)
-	for d := 3; d >= 0; d-- {
-		if t.Sizes[d] != 1 && t.Strides[d] != want {
-			return false
-		}
-		want *= t.Sizes[d]
-	}
-	return t.Numel() > 0
+	return t.Numel() > 0 && densePlanes(t) && (t.Sizes[0] == 1 || t.Strides[0] == t.Sizes[1]*t.Sizes[2]*t.Sizes[3])
 }
