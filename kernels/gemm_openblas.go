@@ -8,11 +8,7 @@ package kernels
 */
 import "C"
 
-import (
-	"sync"
-	"sync/atomic"
-	"unsafe"
-)
+import "unsafe"
 
 // BLASName names the GEMM backend in use.
 const BLASName = "openblas"
@@ -60,54 +56,36 @@ func blasGemm[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, 
 		blasGemmSerial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
-	// More parts than workers, claimed dynamically: the calling goroutine starts at once
-	// while the helpers' threads wake up (slowly on a busy host), and takes over their
-	// share if they are late.
+	// More parts than workers, claimed dynamically: a helper that is late (its thread
+	// was descheduled) leaves its share to the others.
 	parts := 2 * w
 	per := (total + parts - 1) / parts
 	per = (per + align - 1) / align * align
 	parts = (total + per - 1) / per
-	var next atomic.Int64
-	run := func() {
-		for {
-			pi := int(next.Add(1)) - 1
-			if pi >= parts {
-				return
-			}
-			lo := pi * per
-			hi := min(lo+per, total)
-			ap, bp, cp := a, b, c
-			mm, nn := m, n
-			if byRows {
-				mm = hi - lo
-				cp = unsafe.Add(c, lo*ldc*es)
-				if tA {
-					ap = unsafe.Add(a, lo*es)
-				} else {
-					ap = unsafe.Add(a, lo*lda*es)
-				}
+	RunParts(parts, func(pi int) {
+		lo := pi * per
+		hi := min(lo+per, total)
+		ap, bp, cp := a, b, c
+		mm, nn := m, n
+		if byRows {
+			mm = hi - lo
+			cp = unsafe.Add(c, lo*ldc*es)
+			if tA {
+				ap = unsafe.Add(a, lo*es)
 			} else {
-				nn = hi - lo
-				cp = unsafe.Add(c, lo*es)
-				if tB {
-					bp = unsafe.Add(b, lo*ldb*es)
-				} else {
-					bp = unsafe.Add(b, lo*es)
-				}
+				ap = unsafe.Add(a, lo*lda*es)
 			}
-			blasGemmSerial(tA, tB, mm, nn, k, alpha, ap, lda, bp, ldb, beta, cp, ldc)
+		} else {
+			nn = hi - lo
+			cp = unsafe.Add(c, lo*es)
+			if tB {
+				bp = unsafe.Add(b, lo*ldb*es)
+			} else {
+				bp = unsafe.Add(b, lo*es)
+			}
 		}
-	}
-	var wg sync.WaitGroup
-	for i := 1; i < w; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run()
-		}()
-	}
-	run()
-	wg.Wait()
+		blasGemmSerial(tA, tB, mm, nn, k, alpha, ap, lda, bp, ldb, beta, cp, ldc)
+	})
 }
 
 // blasGemmSerial is one BLAS call on the calling thread (for callers that already run

@@ -2,25 +2,30 @@ package kernels
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
-// Grain is the smallest amount of element work worth a goroutine of its own.
+// Grain is the smallest amount of element work worth a worker of its own.
 const Grain = 32 * 1024
 
-// KernelPanic carries a panic from a worker goroutine back to the caller's goroutine,
-// where the C ABI turns it into an error; a panic must never kill the host process.
+// KernelPanic carries a panic from a worker back to the caller's goroutine, where the C
+// ABI turns it into an error; a panic must never kill the host process.
 type KernelPanic struct{ Value any }
 
 func (p KernelPanic) Error() string { return fmt.Sprintf("kernel panic: %v", p.Value) }
 
-// Workers is how many goroutines a large kernel uses.
+// Workers is how many workers (the caller plus pool helpers) a large kernel uses.
 func Workers() int { return runtime.GOMAXPROCS(0) }
 
-// ParallelFor runs fn over [0,n) split in contiguous chunks, one per worker, when the
-// total work (n*cost elements) is large enough; otherwise inline. A panic in any chunk
-// is re-raised in the caller once every chunk has stopped.
+// ParallelFor runs fn over [0,n) split in contiguous chunks when the total work (n*cost
+// elements) is large enough; otherwise inline. The chunk bounds depend only on n, cost and
+// the worker count, never on timing, so results are reproducible. A panic
+// in any chunk is re-raised in the caller once every chunk has stopped.
 func ParallelFor(n int64, cost int64, fn func(lo, hi int64)) {
 	if n <= 0 {
 		return
@@ -33,38 +38,175 @@ func ParallelFor(n int64, cost int64, fn func(lo, hi int64)) {
 		fn(0, n)
 		return
 	}
-	if w > n {
-		w = n
+	// Up to four parts per worker, each worth at least Grain, claimed dynamically: when
+	// another process holds a core, the helper on it falls behind and the caller takes
+	// over the parts it has not reached.
+	parts := min(4*w, n, max(w, n*cost/Grain))
+	chunk := (n + parts - 1) / parts
+	RunParts(int((n+chunk-1)/chunk), func(i int) {
+		lo := int64(i) * chunk
+		fn(lo, min(lo+chunk, n))
+	})
+}
+
+// RunParts calls fn(0) … fn(parts-1), the calling goroutine and the pool's helpers
+// claiming parts in order as they get to them. A caller that finds the pool busy (a
+// nested or concurrent call) runs every part itself. A panic in any part is re-raised
+// in the caller, as a KernelPanic, once every part has stopped.
+func RunParts(parts int, fn func(i int)) {
+	if parts <= 0 {
+		return
 	}
-	chunk := (n + w - 1) / w
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first any
-	run := func(lo, hi int64) {
-		defer func() {
-			if r := recover(); r != nil {
-				mu.Lock()
-				if first == nil {
-					first = r
-				}
-				mu.Unlock()
-			}
-		}()
-		fn(lo, hi)
+	if parts == 1 || Workers() < 2 || !workPool.busy.CompareAndSwap(false, true) {
+		for i := 0; i < parts; i++ {
+			fn(i)
+		}
+		return
 	}
-	// The first chunk runs on the calling goroutine: one goroutine fewer to start and
-	// to wait for.
-	for lo := chunk; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
-		wg.Add(1)
-		go func(lo, hi int64) {
-			defer wg.Done()
-			run(lo, hi)
-		}(lo, hi)
+	j := &poolJob{fn: fn, parts: int64(parts), done: make(chan struct{})}
+	j.pending.Store(int64(parts))
+	workPool.publish(j)
+	j.work()
+	// The helpers are finishing their last parts: spin briefly (they are normally just
+	// behind), then block.
+	for spins := 0; j.pending.Load() > 0; spins++ {
+		if spins > 1<<14 {
+			<-j.done
+			break
+		}
 	}
-	run(0, min(chunk, n))
-	wg.Wait()
-	if first != nil {
-		panic(KernelPanic{first})
+	workPool.busy.Store(false)
+	if p := j.panicked.Load(); p != nil {
+		panic(KernelPanic{*p})
 	}
 }
+
+// poolJob is one RunParts call: parts are claimed through next; the worker that
+// finishes the last one closes done.
+type poolJob struct {
+	fn       func(i int)
+	parts    int64
+	next     atomic.Int64
+	pending  atomic.Int64
+	panicked atomic.Pointer[any]
+	done     chan struct{}
+}
+
+func (j *poolJob) work() {
+	for {
+		i := j.next.Add(1) - 1
+		if i >= j.parts {
+			return
+		}
+		j.runPart(int(i))
+		if j.pending.Add(-1) == 0 {
+			close(j.done)
+		}
+	}
+}
+
+func (j *poolJob) runPart(i int) {
+	defer func() {
+		if r := recover(); r != nil {
+			j.panicked.CompareAndSwap(nil, &r)
+		}
+	}()
+	j.fn(i)
+}
+
+// pool is a set of helper goroutines that wait for work by spinning for a short while
+// after each job before they park. On this class of machine (virtual CPUs) waking a
+// parked thread costs tens of microseconds, as much as a whole medium kernel, and a new
+// goroutine is often not stolen by the idle processor before the caller has finished its
+// own half; a helper that is still spinning from the previous op starts within a
+// microsecond. This is the spin-then-sleep policy of OpenMP runtimes, which torch's CPU
+// kernels get from libgomp. The spin yields the Go processor (Gosched) so that other
+// goroutines are never held up by it.
+type pool struct {
+	busy    atomic.Bool // a RunParts call owns the helpers
+	seq     atomic.Uint64
+	job     atomic.Pointer[poolJob]
+	mu      sync.Mutex // guards helpers
+	helpers []*poolHelper
+}
+
+type poolHelper struct {
+	parked atomic.Bool
+	wake   chan struct{}
+}
+
+var workPool pool
+
+// spinWait is how long an idle helper spins before it parks: HPUSIM_SPIN_US
+// microseconds (default 200; 0 parks at once).
+var spinWait = func() time.Duration {
+	if v, err := strconv.Atoi(os.Getenv("HPUSIM_SPIN_US")); err == nil && v >= 0 {
+		return time.Duration(v) * time.Microsecond
+	}
+	return 200 * time.Microsecond
+}()
+
+func (p *pool) publish(j *poolJob) {
+	want := Workers() - 1
+	p.mu.Lock()
+	for len(p.helpers) < want {
+		h := &poolHelper{wake: make(chan struct{}, 1)}
+		p.helpers = append(p.helpers, h)
+		go p.serve(h, p.seq.Load())
+	}
+	p.mu.Unlock()
+	p.job.Store(j)
+	p.seq.Add(1)
+	for _, h := range p.helpers {
+		if h.parked.Load() {
+			select {
+			case h.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// serve is a helper's loop: wait for a new job (seq moves past seen), work on it.
+func (p *pool) serve(h *poolHelper, seen uint64) {
+	for {
+		seen = p.await(h, seen)
+		if j := p.job.Load(); j != nil {
+			j.work()
+		}
+	}
+}
+
+func (p *pool) await(h *poolHelper, seen uint64) uint64 {
+	start := time.Now()
+	for i := 0; ; i++ {
+		if s := p.seq.Load(); s != seen {
+			return s
+		}
+		if i&1023 != 1023 {
+			continue
+		}
+		if time.Since(start) >= spinWait {
+			// Park. publish stores seq before it looks at parked, and we set parked
+			// before we look at seq again, so one of us sees the other: no lost wake-up.
+			h.parked.Store(true)
+			if s := p.seq.Load(); s != seen {
+				h.parked.Store(false)
+				return s
+			}
+			<-h.wake
+			h.parked.Store(false)
+			start, i = time.Now(), 0
+			continue
+		}
+		// Now and then give the processor to any goroutine waiting for one; yielding on
+		// every turn would keep the run queue non-empty, and the scheduler then takes
+		// the processors of threads that are inside C kernels, stalling them on return.
+		if i&yieldMask == yieldMask {
+			runtime.Gosched()
+		}
+	}
+}
+
+// yieldMask sets how often (in spin turns, roughly every 10-30 µs) a spinning helper yields.
+const yieldMask = 1<<15 - 1

@@ -1,0 +1,142 @@
+package kernels
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// withWorkers runs f with GOMAXPROCS set to w (the pool follows it).
+func withWorkers(t *testing.T, w int, f func()) {
+	t.Helper()
+	prev := runtime.GOMAXPROCS(w)
+	defer runtime.GOMAXPROCS(prev)
+	f()
+}
+
+// countParts runs RunParts(parts) and returns how often each part ran.
+func countParts(parts int) []int32 {
+	seen := make([]int32, parts)
+	RunParts(parts, func(i int) { atomic.AddInt32(&seen[i], 1) })
+	return seen
+}
+
+func TestRunPartsEachPartOnce(t *testing.T) {
+	withWorkers(t, 4, func() {
+		for _, parts := range []int{1, 2, 3, 8, 64} {
+			for rep := 0; rep < 50; rep++ {
+				for i, n := range countParts(parts) {
+					if n != 1 {
+						t.Fatalf("parts=%d: part %d ran %d times", parts, i, n)
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestRunPartsAfterHelpersPark(t *testing.T) {
+	// Sleep past the spin window between calls so every job finds the helpers parked:
+	// the wake-up path must not lose a job.
+	withWorkers(t, 3, func() {
+		for rep := 0; rep < 5; rep++ {
+			time.Sleep(spinWait + 2*time.Millisecond)
+			for i, n := range countParts(6) {
+				if n != 1 {
+					t.Fatalf("rep %d: part %d ran %d times", rep, i, n)
+				}
+			}
+		}
+	})
+}
+
+func TestRunPartsNestedAndConcurrent(t *testing.T) {
+	withWorkers(t, 4, func() {
+		// Nested: a part's own RunParts finds the pool busy and runs inline.
+		var inner atomic.Int32
+		RunParts(4, func(int) {
+			RunParts(5, func(int) { inner.Add(1) })
+		})
+		if got := inner.Load(); got != 20 {
+			t.Fatalf("nested: %d inner parts ran, want 20", got)
+		}
+		// Concurrent callers: whoever loses the pool runs its parts itself.
+		var total atomic.Int64
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for rep := 0; rep < 100; rep++ {
+					ParallelFor(1<<20, 1, func(lo, hi int64) { total.Add(hi - lo) })
+				}
+			}()
+		}
+		wg.Wait()
+		if got, want := total.Load(), int64(8*100<<20); got != want {
+			t.Fatalf("concurrent: covered %d elements, want %d", got, want)
+		}
+	})
+}
+
+func TestParallelForChunksDependOnlyOnSize(t *testing.T) {
+	// Reductions combine per-chunk partials, so chunk bounds must not depend on timing.
+	bounds := func() [][2]int64 {
+		var mu sync.Mutex
+		var b [][2]int64
+		ParallelFor(1000003, 7, func(lo, hi int64) {
+			mu.Lock()
+			b = append(b, [2]int64{lo, hi})
+			mu.Unlock()
+		})
+		return b
+	}
+	withWorkers(t, 2, func() {
+		first := map[[2]int64]bool{}
+		for _, c := range bounds() {
+			first[c] = true
+		}
+		for rep := 0; rep < 20; rep++ {
+			b := bounds()
+			if len(b) != len(first) {
+				t.Fatalf("chunk count changed: %d vs %d", len(b), len(first))
+			}
+			for _, c := range b {
+				if !first[c] {
+					t.Fatalf("chunk %v not in the first run's chunks", c)
+				}
+			}
+		}
+	})
+}
+
+func TestRunPartsPanicAfterAllParts(t *testing.T) {
+	withWorkers(t, 2, func() {
+		var ran atomic.Int32
+		func() {
+			defer func() {
+				r := recover()
+				if _, ok := r.(KernelPanic); !ok {
+					t.Fatalf("expected KernelPanic, got %v", r)
+				}
+			}()
+			RunParts(6, func(i int) {
+				ran.Add(1)
+				if i == 1 {
+					panic("boom")
+				}
+			})
+		}()
+		if ran.Load() != 6 {
+			t.Fatalf("%d parts ran before the panic was re-raised, want all 6", ran.Load())
+		}
+		// The pool is usable afterwards.
+		for i, n := range countParts(4) {
+			if n != 1 {
+				t.Fatalf("after panic: part %d ran %d times", i, n)
+			}
+		}
+	})
+}
