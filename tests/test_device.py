@@ -1,6 +1,9 @@
 """What users do with a device works on hpu and matches CPU (issue: a real hpu device)."""
 import copy
 import io
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -218,15 +221,28 @@ def test_unknown_device_index():
         torch.hpu.get_device_name(3)
 
 
-def test_backward_runs_on_autograd_thread():
-    main = threading.get_native_id()
+def _backward_thread() -> int:
     seen = []
     x = torch.randn(4, 4, device="hpu", requires_grad=True)
     y = (x * 2).sum()
     x.register_hook(lambda g: seen.append(threading.get_native_id()) or g)
     y.backward()
-    assert seen and seen[0] != main  # the engine's hpu device thread called into Go
     torch.testing.assert_close(x.grad.cpu(), torch.full((4, 4), 2.0))
+    assert seen
+    return seen[0]
+
+
+def test_backward_runs_on_calling_thread_by_default():
+    # hpusim turns torch's per-device backward thread off for the importing thread.
+    assert not torch._C._is_multithreading_enabled()
+    assert _backward_thread() == threading.get_native_id()
+
+
+def test_backward_runs_on_autograd_thread_when_enabled():
+    with torch.autograd.set_multithreading_enabled(True):
+        # the engine's hpu device thread calls into Go
+        assert _backward_thread() != threading.get_native_id()
+    assert not torch._C._is_multithreading_enabled()
 
 
 def test_backward_from_many_python_threads():
@@ -246,3 +262,12 @@ def test_backward_from_many_python_threads():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_autograd_thread_env_keeps_torch_default():
+    code = ("import torch, habana_frameworks.torch; "
+            "print(torch._C._is_multithreading_enabled())")
+    env = dict(os.environ, HPUSIM_AUTOGRAD_THREAD="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "True"
