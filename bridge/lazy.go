@@ -369,6 +369,9 @@ func (e *engine) sync(reason string) error {
 		return err
 	}
 	e.wait()
+	if opTimes != nil && reason == "process exit" {
+		opTimes.flush()
+	}
 	return e.takeErr()
 }
 
@@ -476,8 +479,12 @@ func (e *engine) streamSome() bool {
 			}
 		}
 		if err == nil {
+			t1 := time.Now()
 			if err = runNode(n); err != nil {
 				err = fmt.Errorf("failed in op %s: %v", n.op.Name, err)
+			}
+			if opTimes != nil {
+				opTimes.add(n.op.Name+" (streamed)", time.Since(t1))
 			}
 		}
 		if err != nil {

@@ -3,6 +3,8 @@ package bridge
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"hpusim/kernels"
 )
@@ -55,10 +57,14 @@ func (e *engine) execute(g *graph, p *plan) {
 		}
 		var failed int
 		var err error
+		t0 := time.Now()
 		if st.group == nil {
 			failed, err = st.node, runBound(g, p, st.node)
 		} else {
 			failed, err = runGroup(g, p, st.group)
+		}
+		if opTimes != nil {
+			opTimes.add(stepName(g, nodes), time.Since(t0))
 		}
 		if err != nil {
 			e.fail(g, nodes[0], fmt.Errorf("lazy graph #%d failed in op %s: %v", g.seq, g.nodes[failed].op.Name, err))
@@ -135,4 +141,16 @@ func runGroup(g *graph, p *plan, fg *fusedGroup) (failed int, err error) {
 		failed = fg.nodes[k]
 	}
 	return failed, err
+}
+
+// stepName names a plan step for the op timer: the op, or "fused(op+op+…)".
+func stepName(g *graph, nodes []int) string {
+	if len(nodes) == 1 {
+		return g.nodes[nodes[0]].op.Name
+	}
+	names := make([]string, len(nodes))
+	for i, ni := range nodes {
+		names[i] = g.nodes[ni].op.Name
+	}
+	return "fused(" + strings.Join(names, "+") + ")"
 }

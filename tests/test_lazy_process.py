@@ -355,3 +355,22 @@ def test_buffer_reuse_releases_intermediates_at_launch(tmp_path):
     assert on["in_buffer"] >= 2
     assert off["reused"] == 0
     assert on["sum"] == off["sum"]
+
+
+def test_op_time_table_written_at_exit(tmp_path):
+    # HPUSIM_LAZY_OPTIME: the worker's wall time per op, one row per op (fused groups by
+    # their ops), written at the latest when the process exits.
+    table = tmp_path / "optime.txt"
+    run(PRELUDE + """
+x = torch.randn(64, 64, device="hpu")
+for _ in range(3):
+    y = torch.relu(x @ x) * 2 + 1
+    htcore.mark_step()
+z = (x @ x).sum()   # left pending: runs (and is timed) at exit
+""", tmp_path, HPUSIM_LAZY_OPTIME=str(table))
+    lines = table.read_text().splitlines()
+    assert lines[0].split() == ["total_ms", "calls", "us/call", "share", "op"]
+    rows = {line.split(None, 4)[4]: int(line.split()[1]) for line in lines[1:]}
+    mm = sum(n for op, n in rows.items() if "bgemm" in op or "mm" in op)
+    assert mm == 4, rows  # three steps and the pending graph at exit
+    assert any(op.startswith("fused(") or "relu" in op for op in rows), rows
