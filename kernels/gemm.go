@@ -201,6 +201,39 @@ func batchMat(t Tensor, bi int64) matView {
 		sr: t.Strides[1], sc: t.Strides[2]}
 }
 
+// blasSplitMin is the smallest m*n*k worth splitting over workers (OpenBLAS's own
+// threading threshold); bmm splits smaller products by batch instead.
+const blasSplitMin = 1 << 18
+
+// bgemmOne computes batch bi's product into c (ldc): alpha*a_bi@b_bi + beta0*c, where
+// beta0 applies when K == 0 too (c = beta0*c). kOrder allows CPU's plain k-order sum for
+// the tiny shapes where torch uses it (a plain product: alpha 1, no self). abuf/bbuf hold
+// operands BLAS cannot take.
+func bgemmOne[T gemmFloat](a, b Tensor, bi int64, M, N, K int, alpha float64, kOrder bool, beta0 T,
+	c unsafe.Pointer, ldc int, abuf, bbuf *[]T) {
+	if K == 0 {
+		for i := 0; i < M; i++ {
+			row := unsafe.Slice((*T)(at(c, int64(i*ldc)*int64(unsafe.Sizeof(T(0))))), N)
+			if beta0 == 0 {
+				clear(row)
+				continue
+			}
+			for j := range row {
+				row[j] *= beta0
+			}
+		}
+		return
+	}
+	ap, lda, ta := operand(batchMat(a, bi), abuf)
+	bp, ldb, tb := operand(batchMat(b, bi), bbuf)
+	al := T(alpha)
+	if _, ok := any(al).(float32); ok && alpha == 1 && kOrder && cpuKOrderShape(ta, tb, M, K, N) {
+		smallGemmKOrder32(ta, tb, M, N, K, ap, lda, bp, ldb, c, ldc)
+	} else {
+		blasGemm(ta, tb, M, N, K, al, ap, lda, bp, ldb, beta0, c, ldc)
+	}
+}
+
 func bgemm[T gemmFloat](out, a, b Tensor, self *Tensor, alpha, beta float64) {
 	B, M, K, N := int(a.Sizes[0]), int(a.Sizes[1]), int(a.Sizes[2]), int(b.Sizes[2])
 	if B == 0 || M == 0 || N == 0 {
@@ -232,6 +265,23 @@ func bgemm[T gemmFloat](out, a, b Tensor, self *Tensor, alpha, beta float64) {
 	if direct && self != nil {
 		beta0 = T(beta)
 	}
+	if direct && B > 1 && float64(M)*float64(N)*float64(K) < blasSplitMin {
+		// Many small products (attention's per-head matmuls): the batches split over
+		// the workers, each with its own operand buffers; every product is the same
+		// single call it is in the loop below, so the results are too.
+		ParallelFor(int64(B), int64(M*N*max(K, 1)), func(lo, hi int64) {
+			var abuf, bbuf []T
+			for bi := lo; bi < hi; bi++ {
+				om := batchMat(out, bi)
+				ldc := N
+				if M > 1 {
+					ldc = int(om.sr)
+				}
+				bgemmOne(a, b, bi, M, N, K, alpha, alpha == 1 && self == nil, beta0, om.p, ldc, &abuf, &bbuf)
+			}
+		})
+		return
+	}
 	for bi := 0; bi < B; bi++ {
 		om := batchMat(out, int64(bi))
 		cptr, ldc := unsafe.Pointer(nil), N
@@ -243,30 +293,11 @@ func bgemm[T gemmFloat](out, a, b Tensor, self *Tensor, alpha, beta float64) {
 		} else {
 			cptr = unsafe.Pointer(&cbuf[0])
 		}
-		if K == 0 {
-			for i := 0; i < M; i++ {
-				row := unsafe.Slice((*T)(at(cptr, int64(i*ldc)*int64(unsafe.Sizeof(T(0))))), N)
-				if beta0 == 0 {
-					clear(row)
-					continue
-				}
-				for j := range row {
-					row[j] *= beta0
-				}
-			}
-		} else {
-			ap, lda, ta := operand(batchMat(a, int64(bi)), &abuf)
-			bp, ldb, tb := operand(batchMat(b, int64(bi)), &bbuf)
-			al := T(alpha)
-			if !direct {
-				al = 1
-			}
-			if f32, ok := any(al).(float32); ok && f32 == 1 && alpha == 1 && self == nil && cpuKOrderShape(ta, tb, M, K, N) {
-				smallGemmKOrder32(ta, tb, M, N, K, ap, lda, bp, ldb, cptr, ldc)
-			} else {
-				blasGemm(ta, tb, M, N, K, al, ap, lda, bp, ldb, beta0, cptr, ldc)
-			}
+		al := alpha
+		if !direct {
+			al = 1
 		}
+		bgemmOne(a, b, int64(bi), M, N, K, al, alpha == 1 && self == nil, beta0, cptr, ldc, &abuf, &bbuf)
 		if direct {
 			continue
 		}

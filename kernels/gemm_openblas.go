@@ -28,10 +28,6 @@ func cTrans(t bool) C.enum_CBLAS_TRANSPOSE {
 	return C.CblasNoTrans
 }
 
-// blasSplitMin is the smallest m*n*k worth splitting over goroutines (OpenBLAS's own
-// threading threshold).
-const blasSplitMin = 1 << 18
-
 // blasGemm computes row-major C = alpha*op(A)*op(B) + beta*C (m×n, inner k), splitting
 // the rows or columns of C over the workers when the product is large. Each element's
 // arithmetic is that of one sgemm call on its part, so the split does not change results
