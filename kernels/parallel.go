@@ -38,11 +38,13 @@ func ParallelFor(n int64, cost int64, fn func(lo, hi int64)) {
 		fn(0, n)
 		return
 	}
-	// Up to four parts per worker, each worth at least Grain, claimed dynamically: when
-	// another process holds a core, the helper on it falls behind and the caller takes
-	// over the parts it has not reached.
-	parts := min(4*w, n, max(w, n*cost/Grain))
-	chunk := (n + parts - 1) / parts
+	// One part per worker (finer parts cost locality: column-block kernels would share
+	// cache lines), claimed dynamically, so a helper that is late leaves its part to
+	// the caller.
+	if w > n {
+		w = n
+	}
+	chunk := (n + w - 1) / w
 	RunParts(int((n+chunk-1)/chunk), func(i int) {
 		lo := int64(i) * chunk
 		fn(lo, min(lo+chunk, n))
