@@ -22,9 +22,9 @@ func (p KernelPanic) Error() string { return fmt.Sprintf("kernel panic: %v", p.V
 // Workers is how many workers (the caller plus pool helpers) a large kernel uses.
 func Workers() int { return runtime.GOMAXPROCS(0) }
 
-// ParallelFor runs fn over [0,n) split in contiguous chunks when the total work (n*cost
-// elements) is large enough; otherwise inline. The chunk bounds depend only on n, cost and
-// the worker count, never on timing, so results are reproducible. A panic
+// ParallelFor runs fn over [0,n) split in contiguous chunks, one per worker, when the
+// total work (n*cost elements) is large enough; otherwise inline. The chunk bounds depend
+// only on n and the worker count, never on timing, so results are reproducible. A panic
 // in any chunk is re-raised in the caller once every chunk has stopped.
 func ParallelFor(n int64, cost int64, fn func(lo, hi int64)) {
 	if n <= 0 {
@@ -122,8 +122,8 @@ func (j *poolJob) runPart(i int) {
 // goroutine is often not stolen by the idle processor before the caller has finished its
 // own half; a helper that is still spinning from the previous op starts within a
 // microsecond. This is the spin-then-sleep policy of OpenMP runtimes, which torch's CPU
-// kernels get from libgomp. The spin yields the Go processor (Gosched) so that other
-// goroutines are never held up by it.
+// kernels get from libgomp. The spin yields the Go processor now and then (Gosched), so
+// other goroutines are held up by it for tens of microseconds at most.
 type pool struct {
 	busy    atomic.Bool // a RunParts call owns the helpers
 	seq     atomic.Uint64
