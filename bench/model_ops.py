@@ -8,6 +8,10 @@ indices and targets stay valid). Prints, per op, the time per step on each devic
 ratio, sorted by hpu time: the list of kernels worth making faster.
 
     .venv/bin/python bench/model_ops.py --model cnn [--top 30] [--json out.json]
+
+`--autocast bf16` (or fp16) records the step under torch.autocast on both devices, as
+train_steps(autocast_dtype=...) runs it; dtype conversions on the device (_to_copy without a
+device change) are then recorded too, since autocast's casts are part of the step's cost.
 """
 from __future__ import annotations
 
@@ -73,13 +77,21 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
         kwargs = kwargs or {}
         name = str(func)
-        if not name.startswith(_SKIP):
+        if not name.startswith(_SKIP) or _same_device_copy(name, args, kwargs):
             spec_args = tree_map(lambda a: _Spec(a) if isinstance(a, torch.Tensor) else a, (args, kwargs))
             key = name + "(" + ", ".join(a.key() if isinstance(a, _Spec) else repr(a)[:40] for a in
                                          _flat(spec_args)) + ")"
             entry = self.calls.setdefault(key, [func, spec_args, 0])
             entry[2] += 1
         return func(*args, **kwargs)
+
+
+def _same_device_copy(name: str, args: tuple, kwargs: dict) -> bool:
+    """A dtype conversion on the device (autocast's casts), not a host<->device transfer."""
+    if not name.startswith("aten._to_copy") or not args or not isinstance(args[0], torch.Tensor):
+        return False
+    dev = kwargs.get("device")
+    return dev is None or torch.device(dev) == args[0].device
 
 
 def _flat(tree: Any) -> list[Any]:
@@ -121,15 +133,17 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--budget", type=float, default=0.05, help="seconds per timing repeat")
     ap.add_argument("--json")
+    ap.add_argument("--autocast", choices=["bf16", "fp16"], help="record the step under torch.autocast(dtype)")
     opts = ap.parse_args()
     torch.set_num_threads(2)
 
     model = build(opts.model)
     batches = make_batches(opts.model, BATCH_SIZE[opts.model], 2)
-    train_steps(model, batches[:1], "hpu")
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, None: None}[opts.autocast]
+    train_steps(model, batches[:1], "hpu", autocast_dtype=autocast_dtype)
     rec = _Recorder()
     with rec:
-        train_steps(model, batches[1:], "hpu")
+        train_steps(model, batches[1:], "hpu", autocast_dtype=autocast_dtype)
 
     gen = torch.Generator().manual_seed(0)
     rows = []
@@ -153,7 +167,7 @@ def main() -> None:
     rows.sort(key=lambda r: -r["hpu_us"] * r["calls"])
     tot_h = sum(r["hpu_us"] * r["calls"] for r in rows) / 1e3
     tot_c = sum(r["cpu_us"] * r["calls"] for r in rows) / 1e3
-    print(f"{opts.model}: {len(rows)} distinct ops; replayed sum per step hpu {tot_h:.1f} ms, cpu {tot_c:.1f} ms,"
+    print(f"{opts.model}{' autocast ' + opts.autocast if opts.autocast else ''}: {len(rows)} distinct ops; replayed sum per step hpu {tot_h:.1f} ms, cpu {tot_c:.1f} ms,"
           f" hpu/cpu time {tot_h / tot_c:.2f}")
     print(f"{'hpu ms/step':>11} {'cpu ms/step':>11} {'slowdown':>8} {'calls':>5}  op")
     for r in rows[:opts.top]:

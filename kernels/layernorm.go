@@ -255,16 +255,31 @@ func layerNormFwd[F gemmFloat](out Tensor, mean, rstd *Tensor, x Tensor, w, b *T
 	M, D := x.Sizes[0], x.Sizes[1]
 	g, be := loadVec[F](w, D, 1), loadVec[F](b, D, 0)
 	reduced := x.DType != Float32 && x.DType != Float64
-	if D > 0 && rowMajorF32(x, out) {
+	if D > 0 && M > 0 && reducedRows(x, out) {
+		// the float32 C rows with the reduced formula on blocks of widened rows (in
+		// place), each result rounded once
 		ParallelFor(M, 4*D+1, func(lo, hi int64) {
-			mb, rb := make([]float32, hi-lo), make([]float32, hi-lo)
-			lnFwdC(at(x.Ptr, lo*x.Strides[0]*4), x.Strides[0], at(out.Ptr, lo*out.Strides[0]*4), out.Strides[0], hi-lo, D,
-				f32s(g), f32s(be), float32(eps), mb, rb)
-			for r := lo; r < hi; r++ {
-				vec{mean}.set(r, float64(mb[r-lo]))
-				vec{rstd}.set(r, float64(rb[r-lo]))
+			rb := max(1, min(hi-lo, halfBlock/D))
+			sp := getF32(int(rb * D))
+			defer putF32(sp)
+			mb, rsb := make([]float32, rb), make([]float32, rb)
+			for r0 := lo; r0 < hi; r0 += rb {
+				n := min(rb, hi-r0)
+				blk := (*sp)[:n*D]
+				loadRowsF32(blk, x, r0)
+				p := unsafe.Pointer(unsafe.SliceData(blk))
+				lnFwdC(p, D, p, D, n, D, f32s(g), f32s(be), float32(eps), mb, rsb, true)
+				storeRowsF32(out, r0, blk)
+				for r := int64(0); r < n; r++ {
+					vec{mean}.set(r0+r, float64(mb[r]))
+					vec{rstd}.set(r0+r, float64(rsb[r]))
+				}
 			}
 		})
+		return
+	}
+	if D > 0 && rowMajorF32(x, out) {
+		layerNormRowsC(out, mean, rstd, x, g, be, eps, false)
 		return
 	}
 	ParallelFor(M, 4*D+1, func(lo, hi int64) {
@@ -287,6 +302,21 @@ func layerNormFwd[F gemmFloat](out Tensor, mean, rstd *Tensor, x Tensor, w, b *T
 			storeRow2(out, r, row)
 			vec{mean}.set(r, float64(m))
 			vec{rstd}.set(r, float64(rs))
+		}
+	})
+}
+
+// layerNormRowsC runs the float32 C rows of layerNormFwd (reduced: its bfloat16/float16
+// formula) over float32 x and out with unit column strides.
+func layerNormRowsC[F gemmFloat](out Tensor, mean, rstd *Tensor, x Tensor, g, be []F, eps float64, reduced bool) {
+	M, D := x.Sizes[0], x.Sizes[1]
+	ParallelFor(M, 4*D+1, func(lo, hi int64) {
+		mb, rb := make([]float32, hi-lo), make([]float32, hi-lo)
+		lnFwdC(at(x.Ptr, lo*x.Strides[0]*4), x.Strides[0], at(out.Ptr, lo*out.Strides[0]*4), out.Strides[0], hi-lo, D,
+			f32s(g), f32s(be), float32(eps), mb, rb, reduced)
+		for r := lo; r < hi; r++ {
+			vec{mean}.set(r, float64(mb[r-lo]))
+			vec{rstd}.set(r, float64(rb[r-lo]))
 		}
 	})
 }
@@ -326,6 +356,21 @@ func LayerNormBackward(gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, w *Tenso
 
 func layerNormBwd[F gemmFloat](gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, w *Tensor) {
 	M, D := x.Sizes[0], x.Sizes[1]
+	if D > 0 && M > 0 && reducedRows(x, gout) && (gin == nil || reducedRows(*gin)) {
+		// the same float32 arithmetic (C rows) on widened operands, grad_input rounded once
+		sp := getF32(int(3 * M * D))
+		defer putF32(sp)
+		buf := *sp
+		x32, gout32 := widenRows(x, buf[:M*D]), widenRows(gout, buf[M*D:2*M*D])
+		if gin == nil {
+			layerNormBwd[F](nil, gw, gb, gout32, x32, mean, rstd, w)
+			return
+		}
+		gin32 := f32RowsTensor(buf[2*M*D:], M, D)
+		layerNormBwd[F](&gin32, gw, gb, gout32, x32, mean, rstd, w)
+		narrowRows(*gin, gin32)
+		return
+	}
 	W := vecWidth[F]()
 	g := loadVec[F](w, D, 1)
 	mu, rs := loadVec[F](&mean, M, 0), loadVec[F](&rstd, M, 0)

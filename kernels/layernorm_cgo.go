@@ -34,16 +34,25 @@ static inline void ln_moments(const float *x, int64_t n, float *mf, float *vf) {
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_ln_fwd_f32(const float *x, int64_t xs, float *out, int64_t os, int64_t rows, int64_t D,
-                              const float *g, const float *b, float eps, float *mean, float *rstd) {
+                              const float *g, const float *b, float eps, float *mean, float *rstd, int reduced) {
 	for (int64_t r = 0; r < rows; r++) {
 		const float *xr = x + r * xs;
 		float *o = out + r * os;
 		float m, v;
 		ln_moments(xr, D, &m, &v);
 		float rs = 1.0f / (float)sqrt((double)(v + eps));
-		for (int64_t j = 0; j < D; j++) {
-			float t = (xr[j] - m) * rs;
-			o[j] = (float)((double)t * (double)g[j] + (double)b[j]);
+		if (reduced) {
+			// layerNormFwd's reduced-precision opmath: (x*rstd + bias)*gamma + beta
+			float bias = -rs * m;
+			for (int64_t j = 0; j < D; j++) {
+				float t = (float)((double)xr[j] * (double)rs + (double)bias);
+				o[j] = (float)((double)t * (double)g[j] + (double)b[j]);
+			}
+		} else {
+			for (int64_t j = 0; j < D; j++) {
+				float t = (xr[j] - m) * rs;
+				o[j] = (float)((double)t * (double)g[j] + (double)b[j]);
+			}
 		}
 		mean[r] = m;
 		rstd[r] = rs;
@@ -193,9 +202,15 @@ func cfs(s []float32) *C.float {
 
 const haveCNorm = true
 
-func lnFwdC(x unsafe.Pointer, xs int64, out unsafe.Pointer, os int64, rows, D int64, g, b []float32, eps float32, mean, rstd []float32) {
+// lnFwdC runs layerNormFwd's rows; reduced selects its bfloat16/float16 formula.
+func lnFwdC(x unsafe.Pointer, xs int64, out unsafe.Pointer, os int64, rows, D int64, g, b []float32, eps float32, mean, rstd []float32,
+	reduced bool) {
+	red := C.int(0)
+	if reduced {
+		red = 1
+	}
 	C.hpusim_ln_fwd_f32(cf(x), C.int64_t(xs), cf(out), C.int64_t(os), C.int64_t(rows), C.int64_t(D), cfs(g), cfs(b),
-		C.float(eps), cfs(mean), cfs(rstd))
+		C.float(eps), cfs(mean), cfs(rstd), red)
 }
 
 func lnBwdC(dy unsafe.Pointer, dys int64, x unsafe.Pointer, xs int64, gin unsafe.Pointer, gs int64, rows, D int64,

@@ -6,7 +6,8 @@ import "unsafe"
 
 const haveCNorm = false
 
-func lnFwdC(x unsafe.Pointer, xs int64, out unsafe.Pointer, os int64, rows, D int64, g, b []float32, eps float32, mean, rstd []float32) {
+func lnFwdC(x unsafe.Pointer, xs int64, out unsafe.Pointer, os int64, rows, D int64, g, b []float32, eps float32, mean, rstd []float32,
+	reduced bool) {
 	panic("lnFwdC without cgo")
 }
 

@@ -1,0 +1,56 @@
+package kernels
+
+import (
+	"math/rand"
+	"testing"
+)
+
+// bfloat16 layer norm, softmax and column sums at the tiny transformer's autocast shapes:
+// the fast paths (widen, float32 C rows, round once) and, as "generic", the paths they
+// replace.
+
+func benchHalfGeneric(b *testing.B, name string, run func(b *testing.B)) {
+	b.Run(name, run)
+	b.Run(name+"/generic", func(b *testing.B) {
+		noCNorm = true
+		defer func() { noCNorm = false }()
+		run(b)
+	})
+}
+
+func BenchmarkLayerNormBF16(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	M, D := int64(1024), int64(64)
+	x, dy, out, gin := benchTensor(r, BFloat16, M, D), benchTensor(r, BFloat16, M, D), benchTensor(r, BFloat16, M, D),
+		benchTensor(r, BFloat16, M, D)
+	w, bias := benchTensor(r, Float32, D), benchTensor(r, Float32, D)
+	mean, rstd, gw, gb := benchTensor(r, Float32, M), benchTensor(r, Float32, M), benchTensor(r, Float32, D),
+		benchTensor(r, Float32, D)
+	benchHalfGeneric(b, "fwd", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := LayerNormForward(out, &mean, &rstd, x, &w, &bias, 1e-5); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	benchHalfGeneric(b, "bwd", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := LayerNormBackward(&gin, &gw, &gb, dy, x, mean, rstd, &w); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkLayerNormF32Ref(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	M, D := int64(1024), int64(64)
+	x, out := benchTensor(r, Float32, M, D), benchTensor(r, Float32, M, D)
+	w, bias := benchTensor(r, Float32, D), benchTensor(r, Float32, D)
+	mean, rstd := benchTensor(r, Float32, M), benchTensor(r, Float32, M)
+	for i := 0; i < b.N; i++ {
+		if err := LayerNormForward(out, &mean, &rstd, x, &w, &bias, 1e-5); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+	"unsafe"
+)
+
+// The bfloat16 fast paths (widen to float32, float32 C rows, round once) give
+// exactly the generic paths' bits, on awkward inputs: odd lengths, NaN, ±inf, ±0,
+// subnormals, huge and tiny values, padded row strides.
+
+// halfBits rounds v to dt's bit pattern.
+func halfBits(dt DType, v float32) uint16 {
+	if dt == BFloat16 {
+		return F32ToBF16(v)
+	}
+	return F32ToF16(v)
+}
+
+// awkwardHalf is n values of dtype dt for row r: plain rows, rows with special values,
+// rows of tiny (subnormal) and of huge magnitudes, in turn.
+func awkwardHalf(rng *rand.Rand, dt DType, r, n int64) []uint16 {
+	maxV, minSub, minNorm := float32(3.3e38), float32(9.2e-41), float32(1.2e-38)
+	if dt == Float16 {
+		maxV, minSub, minNorm = 65504, 6e-8, 6.2e-5
+	}
+	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)),
+		minSub, -minSub, minSub * 37, minNorm, -minNorm, maxV, -maxV, 1, -1}
+	out := make([]uint16, n)
+	for i := range out {
+		v := float32(rng.NormFloat64())
+		switch r % 5 {
+		case 1:
+			if rng.Intn(6) == 0 {
+				v = special[rng.Intn(len(special))]
+			}
+		case 2:
+			v *= minNorm * float32(rng.Intn(4)) // subnormals and small normals, some zeros
+		case 3:
+			v *= maxV / 8
+		case 4:
+			if rng.Intn(3) == 0 {
+				v = special[3+rng.Intn(len(special)-3)] // no NaN or inf: finite extremes
+			}
+		}
+		out[i] = halfBits(dt, v)
+	}
+	return out
+}
+
+// halfMatrix is an [M,D] dt tensor with row stride ld >= D, rows from awkwardHalf (the
+// padding holds NaNs, which must not be read).
+func halfMatrix(rng *rand.Rand, dt DType, M, D, ld int64) (Tensor, []uint16) {
+	buf := make([]uint16, M*ld+1)
+	for i := range buf {
+		buf[i] = 0x7fc1
+	}
+	for r := int64(0); r < M; r++ {
+		copy(buf[r*ld:], awkwardHalf(rng, dt, r, D))
+	}
+	return Tensor{Ptr: unsafe.Pointer(&buf[0]), DType: dt, Sizes: []int64{M, D}, Strides: []int64{ld, 1}}, buf
+}
+
+func emptyLike16(t Tensor) (Tensor, []uint16) {
+	buf := make([]uint16, t.Sizes[0]*t.Strides[0]+1)
+	return Tensor{Ptr: unsafe.Pointer(&buf[0]), DType: t.DType, Sizes: t.Sizes, Strides: t.Strides}, buf
+}
+
+func vec32(v []float32) Tensor {
+	return Tensor{Ptr: unsafe.Pointer(&v[0]), DType: Float32, Sizes: []int64{int64(len(v))}, Strides: []int64{1}}
+}
+
+func sameBits16(t *testing.T, what string, a, b []uint16) {
+	t.Helper()
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("%s element %d: fast %#04x, generic %#04x", what, i, a[i], b[i])
+		}
+	}
+}
+
+// sameBits32 compares float32 results bit for bit except a NaN's sign and payload, which
+// neither Go nor the C clones define (either may commute the operands of an add whose
+// two inputs are NaN; the existing float32 C-versus-Go tests accept any NaN likewise).
+// Reduced-precision results have one NaN (0x7fc0 after rounding) and are compared
+// strictly by sameBits16.
+func sameBits32(t *testing.T, what string, a, b []float32) {
+	t.Helper()
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) && !(a[i] != a[i] && b[i] != b[i]) {
+			t.Fatalf("%s element %d: fast %v (%#08x), generic %v (%#08x)", what, i, a[i], math.Float32bits(a[i]), b[i],
+				math.Float32bits(b[i]))
+		}
+	}
+}
+
+func TestLayerNormHalfFastMatchesGeneric(t *testing.T) {
+	if !haveCNorm {
+		t.Skip("no C rows")
+	}
+	rng := rand.New(rand.NewSource(21))
+	for _, dt := range []DType{BFloat16, Float16} { // float16: the generic path both times
+		for _, D := range []int64{1, 3, 15, 16, 17, 33, 64, 100} {
+			for _, pad := range []int64{0, 3} {
+				M := int64(41)
+				x, _ := halfMatrix(rng, dt, M, D, D+pad)
+				dy, _ := halfMatrix(rng, dt, M, D, D+pad)
+				w, b := make([]float32, D), make([]float32, D)
+				for j := range w {
+					w[j], b[j] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+				}
+				w[0] = float32(math.Copysign(0, -1))
+				for _, withW := range []bool{false, true} {
+					var o16 [2][][]uint16
+					var o32 [2][][]float32
+					for k, generic := range []bool{false, true} {
+						noCNorm = generic
+						out, ob := emptyLike16(x)
+						mean, rstd := make([]float32, M), make([]float32, M)
+						mt, rt := vec32(mean), vec32(rstd)
+						var wt, bt *Tensor
+						if withW {
+							w1, b1 := vec32(w), vec32(b)
+							wt, bt = &w1, &b1
+						}
+						err := LayerNormForward(out, &mt, &rt, x, wt, bt, 1e-5)
+						gin, gb16 := emptyLike16(x)
+						gw, gbias := make([]float32, D), make([]float32, D)
+						gwt, gbt := vec32(gw), vec32(gbias)
+						if err == nil {
+							err = LayerNormBackward(&gin, &gwt, &gbt, dy, x, mt, rt, wt)
+						}
+						noCNorm = false
+						if err != nil {
+							t.Fatal(err)
+						}
+						o16[k] = [][]uint16{ob, gb16}
+						o32[k] = [][]float32{mean, rstd, gw, gbias}
+					}
+					for i := range o16[0] {
+						sameBits16(t, fmt.Sprintf("%v D=%d pad=%d w=%v layer norm half output %d", dt, D, pad, withW, i), o16[0][i], o16[1][i])
+					}
+					for i := range o32[0] {
+						sameBits32(t, fmt.Sprintf("%v D=%d pad=%d w=%v layer norm float32 output %d", dt, D, pad, withW, i), o32[0][i], o32[1][i])
+					}
+				}
+			}
+		}
+	}
+}
