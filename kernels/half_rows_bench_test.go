@@ -54,3 +54,30 @@ func BenchmarkLayerNormF32Ref(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkSoftmaxBF16(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	M, N := int64(16*4*64), int64(64)
+	x, y, g, gi := benchTensor(r, BFloat16, M, N), benchTensor(r, BFloat16, M, N), benchTensor(r, BFloat16, M, N),
+		benchTensor(r, BFloat16, M, N)
+	run := func(name string, fn func() error) {
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := fn(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/generic", func(b *testing.B) {
+			noCSoftmax = true
+			defer func() { noCSoftmax = false }()
+			for i := 0; i < b.N; i++ {
+				if err := fn(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	run("fwd", func() error { return Softmax(false, y, x, SoftmaxOpts{LastDim: true, Inner: 1}) })
+	run("bwd", func() error { return SoftmaxBackward(false, gi, g, y, true) })
+}

@@ -151,3 +151,58 @@ func TestLayerNormHalfFastMatchesGeneric(t *testing.T) {
 		}
 	}
 }
+
+// The C rows' log gives math.Log's float32 for every bfloat16 sum of exps (finite, >= 1).
+func TestLogCMatchesGoOnBF16(t *testing.T) {
+	for b := uint16(0x3f80); b < 0x7f80; b++ {
+		v := float64(BF16ToF32(b))
+		if got, want := float32(logC(v)), float32(math.Log(v)); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("log(%v): C %v, Go %v", v, got, want)
+		}
+	}
+}
+
+func TestSoftmaxBF16FastMatchesGeneric(t *testing.T) {
+	rng := rand.New(rand.NewSource(22))
+	for _, N := range []int64{1, 2, 7, 15, 16, 17, 33, 64, 100, 257} {
+		for _, pad := range []int64{0, 5} {
+			M := int64(47)
+			x, xb := halfMatrix(rng, BFloat16, M, N, N+pad)
+			// rows of equal maxima of both zero signs, and a lone maximum
+			for j := int64(0); j < N; j++ {
+				xb[6*(N+pad)+j] = F32ToBF16(-3)
+				xb[11*(N+pad)+j] = F32ToBF16(-100)
+			}
+			xb[6*(N+pad)] = 0x8000
+			xb[6*(N+pad)+N-1] = 0
+			xb[11*(N+pad)+N/2] = 0
+			g, _ := halfMatrix(rng, BFloat16, M, N, N+pad)
+			for _, log := range []bool{false, true} {
+				var res [2][][]uint16
+				for k, generic := range []bool{false, true} {
+					noCSoftmax = generic
+					y, yb := emptyLike16(x)
+					err := Softmax(log, y, x, SoftmaxOpts{LastDim: true, Inner: 1})
+					gi, gib := emptyLike16(x)
+					if err == nil {
+						err = SoftmaxBackward(log, gi, g, y, true)
+					}
+					// in place backward (grad_input over grad_output)
+					g2, g2b := emptyLike16(x)
+					copy(g2b, unsafe.Slice((*uint16)(g.Ptr), len(g2b)))
+					if err == nil {
+						err = SoftmaxBackward(log, g2, g2, y, true)
+					}
+					noCSoftmax = false
+					if err != nil {
+						t.Fatal(err)
+					}
+					res[k] = [][]uint16{yb, gib, g2b}
+				}
+				for i := range res[0] {
+					sameBits16(t, fmt.Sprintf("N=%d pad=%d log=%v softmax output %d", N, pad, log, i), res[0][i], res[1][i])
+				}
+			}
+		}
+	}
+}

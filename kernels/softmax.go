@@ -75,7 +75,7 @@ func Softmax(log bool, out, in Tensor, o SoftmaxOpts) error {
 			if in.Ptr != out.Ptr && !noCSoftmax {
 				bad := make([]uint8, hi-lo)
 				if softmaxRowsC(at(in.Ptr, lo*in.Strides[0]*4), in.Strides[0], at(out.Ptr, lo*out.Strides[0]*4),
-					out.Strides[0], hi-lo, N, log, o.LastDim, bad) {
+					out.Strides[0], hi-lo, N, log, o.LastDim, bad, false) {
 					for j, b := range bad {
 						if b != 0 { // a NaN row: torch's NaN handling
 							y := row(out, lo+int64(j))
@@ -102,6 +102,11 @@ func Softmax(log bool, out, in Tensor, o SoftmaxOpts) error {
 				}
 			}
 		})
+		return nil
+	}
+	if in.DType == BFloat16 && out.DType == BFloat16 && o.LastDim && in.Strides[1] == 1 && out.Strides[1] == 1 &&
+		haveCNorm && !noCSoftmax {
+		softmaxBF16Rows(log, out, in)
 		return nil
 	}
 	ParallelFor(M, N*8, func(lo, hi int64) {
@@ -329,13 +334,18 @@ func SoftmaxBackward(log bool, gi, g, y Tensor, lastDim bool) error {
 		}
 		ParallelFor(M, N*4, func(lo, hi int64) {
 			if lastDim && !noCSoftmax && softmaxBwdRowsC(at(g.Ptr, lo*g.Strides[0]*4), g.Strides[0],
-				at(y.Ptr, lo*y.Strides[0]*4), y.Strides[0], at(gi.Ptr, lo*gi.Strides[0]*4), gi.Strides[0], hi-lo, N, log) {
+				at(y.Ptr, lo*y.Strides[0]*4), y.Strides[0], at(gi.Ptr, lo*gi.Strides[0]*4), gi.Strides[0], hi-lo, N, log, false) {
 				return
 			}
 			for m := lo; m < hi; m++ {
 				softmaxBwdRowF32(log, row(gi, m), row(g, m), row(y, m), lastDim)
 			}
 		})
+		return nil
+	}
+	if gi.DType == BFloat16 && g.DType == BFloat16 && y.DType == BFloat16 && lastDim &&
+		gi.Strides[1] == 1 && g.Strides[1] == 1 && y.Strides[1] == 1 && haveCNorm && !noCSoftmax {
+		softmaxBwdBF16Rows(log, gi, g, y)
 		return nil
 	}
 	ParallelFor(M, N*4, func(lo, hi int64) {
@@ -384,6 +394,56 @@ func SoftmaxBackward(log bool, gi, g, y Tensor, lastDim bool) error {
 		}
 	})
 	return nil
+}
+
+// softmaxBF16Rows is Softmax's generic rows for bfloat16 operands with the axis last and
+// unit column strides: blocks of rows widened exactly into float32 scratch, the C rows
+// with softmaxRow32's bfloat16 arithmetic (NaN rows redone by softmaxRow32 itself),
+// results rounded once.
+func softmaxBF16Rows(log bool, out, in Tensor) {
+	M, N := in.Sizes[0], in.Sizes[1]
+	ParallelFor(M, N*8, func(lo, hi int64) {
+		rb := max(1, min(hi-lo, halfBlock/N))
+		sp := getF32(int(2 * rb * N))
+		defer putF32(sp)
+		bad := make([]uint8, rb)
+		for r0 := lo; r0 < hi; r0 += rb {
+			n := min(rb, hi-r0)
+			xb, yb := (*sp)[:n*N], (*sp)[rb*N:rb*N+n*N]
+			loadRowsF32(xb, in, r0)
+			softmaxRowsC(unsafe.Pointer(unsafe.SliceData(xb)), N, unsafe.Pointer(unsafe.SliceData(yb)), N, n, N, log, true,
+				bad[:n], true)
+			for j, b := range bad[:n] {
+				if b != 0 { // a NaN sum: the generic row
+					y := yb[int64(j)*N : int64(j+1)*N]
+					copy(y, xb[int64(j)*N:int64(j+1)*N])
+					softmaxRow32(log, y, BFloat16, true, false)
+				}
+			}
+			storeRowsF32(out, r0, yb)
+		}
+	})
+}
+
+// softmaxBwdBF16Rows is SoftmaxBackward's generic rows for bfloat16 operands with the
+// axis last and unit column strides: widened blocks, the C rows with sequential sums (the
+// generic rows' order), results rounded once.
+func softmaxBwdBF16Rows(log bool, gi, g, y Tensor) {
+	M, N := gi.Sizes[0], gi.Sizes[1]
+	ParallelFor(M, N*4, func(lo, hi int64) {
+		rb := max(1, min(hi-lo, halfBlock/N))
+		sp := getF32(int(2 * rb * N))
+		defer putF32(sp)
+		for r0 := lo; r0 < hi; r0 += rb {
+			n := min(rb, hi-r0)
+			gb, yb := (*sp)[:n*N], (*sp)[rb*N:rb*N+n*N]
+			loadRowsF32(gb, g, r0)
+			loadRowsF32(yb, y, r0)
+			p := unsafe.Pointer(unsafe.SliceData(gb))
+			softmaxBwdRowsC(p, N, unsafe.Pointer(unsafe.SliceData(yb)), N, p, N, n, N, log, true)
+			storeRowsF32(gi, r0, gb)
+		}
+	})
 }
 
 func loadRow(r *rowLoader, m, N int64, dst []float64) {

@@ -38,28 +38,53 @@ static inline float hp_expf(float x) {
 
 #include "vec16.h"
 
-// softmaxBwdRowF32 over the last dim for rows rows of n floats (row strides gs, ys, os).
+// RoundBF16 in half.go: the nearest bfloat16 (ties to even) as a float; NaN is the caller's.
+static inline float round_bf16(float f) {
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+// softmaxBwdRowF32 over the last dim for rows rows of n floats (row strides gs, ys, os);
+// seq: the sums run sequentially (SoftmaxBackward's generic bfloat16 rows) instead of in
+// reduce_all order. o may alias g or y.
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_softmax_bwd_f32(const float *g, int64_t gs, const float *y, int64_t ys, float *o, int64_t os,
-                                   int64_t rows, int64_t n, int islog) {
+                                   int64_t rows, int64_t n, int islog, int seq) {
 	for (int64_t j = 0; j < rows; j++) {
 		const float *gr = g + j * gs, *yr = y + j * ys;
 		float *orow = o + j * os;
 		if (islog) {
-			float s = vecsum16(gr, n);
+			float s;
+			if (seq) {
+				s = 0;
+				for (int64_t i = 0; i < n; i++) s += gr[i];
+			} else {
+				s = vecsum16(gr, n);
+			}
 			for (int64_t i = 0; i < n; i++) orow[i] = gr[i] - hp_expf(yr[i]) * s;
 		} else {
-			float s = vecdot16(gr, yr, n);
+			float s;
+			if (seq) {
+				s = 0;
+				for (int64_t i = 0; i < n; i++) s += gr[i] * yr[i];
+			} else {
+				s = vecdot16(gr, yr, n);
+			}
 			for (int64_t i = 0; i < n; i++) orow[i] = (gr[i] - s) * yr[i];
 		}
 	}
 }
 
 // softmaxRowF32 of rows rows of n floats (x row stride xs, y row stride ys); bad[j] = 1
-// marks a row whose sum of exps is NaN (the caller redoes it).
+// marks a row whose sum of exps is NaN (the caller redoes it). bf16: softmaxRow32's
+// bfloat16 last-dim rows instead (sequential sum of exps, log's sum and its log rounded
+// to bfloat16).
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_softmax_f32(const float *x, int64_t xs, float *y, int64_t ys, int64_t rows, int64_t n,
-                               int islog, int lastdim, uint8_t *bad) {
+                               int islog, int lastdim, uint8_t *bad, int bf16) {
 	for (int64_t j = 0; j < rows; j++) {
 		const float *xr = x + j * xs;
 		float *yr = y + j * ys;
@@ -73,7 +98,7 @@ static void hpusim_softmax_f32(const float *x, int64_t xs, float *y, int64_t ys,
 		for (; i < n; i++) mx = xr[i] > mx ? xr[i] : mx;
 		for (i = 0; i < n; i++) yr[i] = hp_expf(xr[i] - mx);
 		float s;
-		if (lastdim) {
+		if (lastdim && !bf16) {
 			s = vecsum16(yr, n);
 		} else {
 			s = 0;
@@ -81,7 +106,10 @@ static void hpusim_softmax_f32(const float *x, int64_t xs, float *y, int64_t ys,
 		}
 		bad[j] = s != s;
 		if (s != s) continue;
-		if (islog) {
+		if (islog && bf16) {
+			float ls = round_bf16((float)log((double)round_bf16(s)));
+			for (i = 0; i < n; i++) yr[i] = (xr[i] - mx) - ls;
+		} else if (islog) {
 			float ls = (float)log((double)s);
 			for (i = 0; i < n; i++) yr[i] = (xr[i] - mx) - ls;
 		} else if (lastdim) {
@@ -98,7 +126,9 @@ import "C"
 import "unsafe"
 
 // softmaxRowsC runs softmaxRowF32 over rows in C; bad[j] marks rows to redo.
-func softmaxRowsC(x unsafe.Pointer, xs int64, y unsafe.Pointer, ys int64, rows, n int64, log, lastDim bool, bad []uint8) bool {
+// bf16 selects softmaxRow32's bfloat16 last-dim arithmetic (lastDim must be set).
+func softmaxRowsC(x unsafe.Pointer, xs int64, y unsafe.Pointer, ys int64, rows, n int64, log, lastDim bool, bad []uint8,
+	bf16 bool) bool {
 	b2i := func(b bool) C.int {
 		if b {
 			return 1
@@ -106,17 +136,26 @@ func softmaxRowsC(x unsafe.Pointer, xs int64, y unsafe.Pointer, ys int64, rows, 
 		return 0
 	}
 	C.hpusim_softmax_f32((*C.float)(x), C.int64_t(xs), (*C.float)(y), C.int64_t(ys), C.int64_t(rows), C.int64_t(n),
-		b2i(log), b2i(lastDim), (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(bad))))
+		b2i(log), b2i(lastDim), (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(bad))), b2i(bf16))
 	return true
 }
 
-// softmaxBwdRowsC runs softmaxBwdRowF32 (last dim) over rows in C.
-func softmaxBwdRowsC(g unsafe.Pointer, gs int64, y unsafe.Pointer, ys int64, o unsafe.Pointer, os int64, rows, n int64, log bool) bool {
-	l := C.int(0)
+// softmaxBwdRowsC runs softmaxBwdRowF32 (last dim) over rows in C; seq: with sequential
+// sums (SoftmaxBackward's generic reduced-precision rows).
+func softmaxBwdRowsC(g unsafe.Pointer, gs int64, y unsafe.Pointer, ys int64, o unsafe.Pointer, os int64, rows, n int64, log,
+	seq bool) bool {
+	l, q := C.int(0), C.int(0)
 	if log {
 		l = 1
 	}
+	if seq {
+		q = 1
+	}
 	C.hpusim_softmax_bwd_f32((*C.float)(g), C.int64_t(gs), (*C.float)(y), C.int64_t(ys), (*C.float)(o), C.int64_t(os),
-		C.int64_t(rows), C.int64_t(n), l)
+		C.int64_t(rows), C.int64_t(n), l, q)
 	return true
 }
+
+// logC is the C library's log, which the C softmax rows call (tests compare it with
+// math.Log over the values the bfloat16 rows take it of).
+func logC(v float64) float64 { return float64(C.log(C.double(v))) }
