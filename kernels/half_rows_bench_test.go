@@ -81,3 +81,25 @@ func BenchmarkSoftmaxBF16(b *testing.B) {
 	run("fwd", func() error { return Softmax(false, y, x, SoftmaxOpts{LastDim: true, Inner: 1}) })
 	run("bwd", func() error { return SoftmaxBackward(false, gi, g, y, true) })
 }
+
+func BenchmarkSumColsBF16(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	x := benchTensor(r, BFloat16, 1024, 256)
+	out := benchTensor(r, BFloat16, 1, 256)
+	red := []bool{true, false}
+	for _, generic := range []bool{false, true} {
+		name := "fast"
+		if generic {
+			name = "generic"
+		}
+		b.Run(name, func(b *testing.B) {
+			noFastSum = generic
+			defer func() { noFastSum = false }()
+			for i := 0; i < b.N; i++ {
+				if err := Sum(out, x, red, SumOpts{Threads: 2}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

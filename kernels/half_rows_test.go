@@ -206,3 +206,75 @@ func TestSoftmaxBF16FastMatchesGeneric(t *testing.T) {
 		}
 	}
 }
+
+// bfloat16 sums (and means) over every layout of the sum test, on awkward values: the
+// column-sum fast path gives the generic loop2d's bits.
+func TestSumBF16FastMatchesGeneric(t *testing.T) {
+	rng := rand.New(rand.NewSource(23))
+	shapes := [][]int64{{1024, 256}, {1024, 192}, {1024, 64}, {16, 64, 64}, {64, 64}, {7, 500}, {500, 7}, {3, 33, 17},
+		{300, 40}, {40, 300}, {37, 16}, {37, 17}, {9, 15}, {2, 3, 4, 5}, {129, 33}, {4100, 3}, {5, 31, 48}}
+	for _, sh := range shapes {
+		nd := len(sh)
+		numel := int64(1)
+		for _, v := range sh {
+			numel *= v
+		}
+		for trial := 0; trial < 6; trial++ {
+			perm := rng.Perm(nd)
+			strides := make([]int64, nd)
+			st := int64(1)
+			for i := nd - 1; i >= 0; i-- {
+				strides[perm[i]] = st
+				st *= sh[perm[i]]
+			}
+			if trial == 5 && nd > 1 {
+				strides[rng.Intn(nd)] = 0
+			}
+			red := make([]bool, nd)
+			for i := range red {
+				red[i] = rng.Intn(2) == 0
+			}
+			if trial <= 1 { // the bias-gradient sums: leading dims reduced, contiguous input
+				for i := range red {
+					red[i] = i < nd-1
+					strides[i] = 1
+					for _, v := range sh[i+1:] {
+						strides[i] *= v
+					}
+				}
+			}
+			outSizes := make([]int64, nd)
+			nOut := int64(1)
+			for i := range sh {
+				outSizes[i] = sh[i]
+				if red[i] {
+					outSizes[i] = 1
+				}
+				nOut *= outSizes[i]
+			}
+			// rows of awkwardHalf values; the special rows (NaN, inf) only now and then,
+			// so that most sums stay finite
+			vals := make([]uint16, numel)
+			for i := int64(0); i < numel; i += 97 {
+				r := int64(rng.Intn(5))
+				if r == 1 && rng.Intn(4) != 0 {
+					r = 0
+				}
+				copy(vals[i:], awkwardHalf(rng, BFloat16, r, min(97, numel-i)))
+			}
+			in := Tensor{Ptr: unsafe.Pointer(&vals[0]), DType: BFloat16, Sizes: sh, Strides: strides}
+			for _, mean := range []bool{false, true} {
+				for _, threads := range []int{1, 2} {
+					o := SumOpts{Mean: mean, Threads: threads}
+					want := runSumBytes(t, in, red, outSizes, nOut, o, true)
+					got := runSumBytes(t, in, red, outSizes, nOut, o, false)
+					for i := range got {
+						if got[i] != want[i] {
+							t.Fatalf("%v strides %v reduced %v mean %v: fast and generic differ at byte %d", sh, strides, red, mean, i)
+						}
+					}
+				}
+			}
+		}
+	}
+}

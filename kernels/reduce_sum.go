@@ -45,6 +45,7 @@ type sumIter[A sumFloat] struct {
 	dims     []sumDim
 	in       Tensor
 	scalarDT DType // torch's scalar_t: the dtype the input is cast to and the sum stored in
+	outDT    DType // the output's dtype
 	lanes    int64 // Vectorized<acc_t>::size()
 	vecN     int64 // Vectorized<scalar_t>::size()
 	acc      []A   // the output, one per output element (contiguous index)
@@ -147,6 +148,9 @@ func (s *sumIter[A]) loop2d(inOff, outOff int64, d0, d1 sumDim) {
 	}
 	if s.fast && d0.os == 0 {
 		s.loop2dFast(inOff, outOff, d0, d1)
+		return
+	}
+	if s.bf16Cols(inOff, outOff, d0, d1) {
 		return
 	}
 	size0, size1 := d0.size, d1.size
@@ -381,7 +385,7 @@ func runSum[A sumFloat](out, in Tensor, reduced []bool, o SumOpts) error {
 		cs[d] = st
 		st *= out.Sizes[d]
 	}
-	s := &sumIter[A]{in: in, scalarDT: out.DType, acc: make([]A, nOut), outIdx: func(off int64) int64 { return off }}
+	s := &sumIter[A]{in: in, scalarDT: out.DType, outDT: out.DType, acc: make([]A, nOut), outIdx: func(off int64) int64 { return off }}
 	if o.Mean && isReduced(out.DType) {
 		s.scalarDT = Float32 // torch: float32 sum, divide, then round
 	}
@@ -410,7 +414,7 @@ func runSum[A sumFloat](out, in Tensor, reduced []bool, o SumOpts) error {
 			parts := make([]A, tasks)
 			ParallelFor(tasks, sumGrain, func(lo, hi int64) {
 				for t := lo; t < hi; t++ {
-					sub := &sumIter[A]{dims: s.dims, in: in, scalarDT: s.scalarDT, lanes: s.lanes, vecN: s.vecN,
+					sub := &sumIter[A]{dims: s.dims, in: in, scalarDT: s.scalarDT, outDT: s.outDT, lanes: s.lanes, vecN: s.vecN,
 						acc: make([]A, 1), outIdx: s.outIdx, fast: s.fast}
 					sub.forRange(t*chunk, min(numel, (t+1)*chunk))
 					parts[t] = sub.acc[0]
