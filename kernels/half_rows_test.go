@@ -278,3 +278,28 @@ func TestSumBF16FastMatchesGeneric(t *testing.T) {
 		}
 	}
 }
+
+// bfloat16 Bernoulli with a scalar p through the float32 batch kernel gives the generic
+// walk's values, for odd lengths and the edge probabilities.
+func TestBernoulliBF16FastMatchesGeneric(t *testing.T) {
+	s := Stream{Seed: 0x9e37_79b9, Offset: 5}
+	for _, n := range []int64{1, 3, 4, 17, 1023, 70001} {
+		for _, p := range []float64{0, 1e-9, 0.1, 0.5, 0.9, 1 - 1e-9, 1} {
+			var res [2][]uint16
+			for k, generic := range []bool{false, true} {
+				buf := make([]uint16, n)
+				for i := range buf {
+					buf[i] = 0x7fc1
+				}
+				noFastBernoulli = generic
+				err := Bernoulli(Tensor{Ptr: unsafe.Pointer(&buf[0]), DType: BFloat16, Sizes: []int64{n}, Strides: []int64{1}}, nil, s, p)
+				noFastBernoulli = false
+				if err != nil {
+					t.Fatal(err)
+				}
+				res[k] = buf
+			}
+			sameBits16(t, fmt.Sprintf("bernoulli n=%d p=%v", n, p), res[0], res[1])
+		}
+	}
+}

@@ -139,6 +139,10 @@ func Bernoulli(t Tensor, prob *Tensor, s Stream, p float64) error {
 		bernoulliF32(unsafe.Slice((*float32)(t.Ptr), t.Numel()), s, p)
 		return nil
 	}
+	if prob == nil && dt == BFloat16 && t.IsContiguous() && !noFastBernoulli {
+		bernoulliBF16(unsafe.Slice((*uint16)(t.Ptr), t.Numel()), s, p)
+		return nil
+	}
 	rndGenFill(s, t, extra, 4, 2, func(w *[4]uint32, lane int64, offs []int64) {
 		q := p
 		if prob != nil {
@@ -281,6 +285,25 @@ func bernoulliF32(o []float32, s Stream, p float64) {
 	ParallelFor((n+3)/4, 8, func(lo, hi int64) {
 		rndWords(s, lo, hi, func(b0 int64, w []uint32) {
 			bernWords(o[b0*4:min(b0*4+int64(len(w)), n)], w, thr)
+		})
+	})
+}
+
+// noFastBernoulli forces the generic walk for bfloat16 (tests compare them).
+var noFastBernoulli bool
+
+// bernoulliBF16 is bernoulliF32 into contiguous bfloat16: the same words and comparison
+// per element, the 0/1 results (exact in bfloat16: 0x0000, 0x3f80, as the generic walk
+// stores them) narrowed from a float32 batch.
+func bernoulliBF16(o []uint16, s Stream, p float64) {
+	n := int64(len(o))
+	thr := p * 0x1p32
+	ParallelFor((n+3)/4, 8, func(lo, hi int64) {
+		var f [4 * rndBatch]float32
+		rndWords(s, lo, hi, func(b0 int64, w []uint32) {
+			dst := o[b0*4 : min(b0*4+int64(len(w)), n)]
+			bernWords(f[:len(dst)], w, thr)
+			f32ToBF16s(dst, f[:len(dst)])
 		})
 	})
 }
