@@ -103,3 +103,26 @@ func BenchmarkSumColsBF16(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkBatchNormBF16(b *testing.B) {
+	r := rand.New(rand.NewSource(1))
+	N, C, S := int64(64), int64(16), int64(28*28)
+	x, g, out, gin := benchTensor(r, BFloat16, N, C, S), benchTensor(r, BFloat16, N, C, S), benchTensor(r, BFloat16, N, C, S),
+		benchTensor(r, BFloat16, N, C, S)
+	w, bias, rm, rv := benchTensor(r, Float32, C), benchTensor(r, Float32, C), benchTensor(r, Float32, C), benchTensor(r, Float32, C)
+	sm, si, gw, gb := benchTensor(r, Float32, C), benchTensor(r, Float32, C), benchTensor(r, Float32, C), benchTensor(r, Float32, C)
+	benchHalfGeneric(b, "fwd", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := BatchNormForward(out, &sm, &si, x, &w, &bias, &rm, &rv, true, 0.1, 1e-5); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	benchHalfGeneric(b, "bwd", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := BatchNormBackward(&gin, &gw, &gb, g, x, &w, &rm, &rv, &sm, &si, true, 1e-5); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

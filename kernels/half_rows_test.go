@@ -303,3 +303,85 @@ func TestBernoulliBF16FastMatchesGeneric(t *testing.T) {
 		}
 	}
 }
+
+// bfloat16 batch norm channels in C give the generic loop's bits: channels of each kind
+// of awkwardHalf row, odd spatial sizes, padded strides, training and eval, float32 and
+// bfloat16 saved statistics.
+func TestBatchNormBF16FastMatchesGeneric(t *testing.T) {
+	if !haveCNorm {
+		t.Skip("no C rows")
+	}
+	rng := rand.New(rand.NewSource(24))
+	N, C := int64(5), int64(6)
+	for _, S := range []int64{1, 7, 16, 37, 100} {
+		for _, pad := range []int64{0, 3} {
+			Sp := S + pad
+			mk16 := func() (Tensor, []uint16) {
+				buf := make([]uint16, N*C*Sp)
+				for i := range buf {
+					buf[i] = 0x7fc1
+				}
+				for n := int64(0); n < N; n++ {
+					for c := int64(0); c < C; c++ {
+						copy(buf[(n*C+c)*Sp:], awkwardHalf(rng, BFloat16, c, S))
+					}
+				}
+				return Tensor{Ptr: unsafe.Pointer(&buf[0]), DType: BFloat16, Sizes: []int64{N, C, S}, Strides: []int64{C * Sp, Sp, 1}}, buf
+			}
+			x, _ := mk16()
+			g, _ := mk16()
+			w, b := make([]float32, C), make([]float32, C)
+			for c := range w {
+				w[c], b[c] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+			}
+			for _, statDT := range []DType{Float32, BFloat16} {
+				for _, training := range []bool{true, false} {
+					var o16 [2][][]uint16
+					var o32 [2][][]float32
+					for k, generic := range []bool{false, true} {
+						noCNorm = generic
+						out, ob := emptyLike16(Tensor{DType: BFloat16, Sizes: x.Sizes, Strides: []int64{C * Sp, Sp, 1}})
+						out.Sizes, out.Strides = x.Sizes, x.Strides
+						ob = ob[:N*C*Sp]
+						sm16, si16 := make([]uint16, C), make([]uint16, C)
+						sm, si := make([]float32, C), make([]float32, C)
+						smt, sit := vec32(sm), vec32(si)
+						if statDT == BFloat16 {
+							smt = Tensor{Ptr: unsafe.Pointer(&sm16[0]), DType: BFloat16, Sizes: []int64{C}, Strides: []int64{1}}
+							sit = Tensor{Ptr: unsafe.Pointer(&si16[0]), DType: BFloat16, Sizes: []int64{C}, Strides: []int64{1}}
+						}
+						rm, rv := []float32{0.1, 0.2, 0.3, -1, 0, 5}, []float32{1, 2, 3, 0.5, 1e-3, 7}
+						rmt, rvt, wt, bt := vec32(rm), vec32(rv), vec32(w), vec32(b)
+						err := BatchNormForward(out, &smt, &sit, x, &wt, &bt, &rmt, &rvt, training, 0.1, 1e-5)
+						if !training {
+							copy(sm, []float32{0.5, -0.5, 1, 0, 2, -3})
+							copy(si, []float32{1, 2, 0.5, 3, 0.25, 1})
+							smt, sit = vec32(sm), vec32(si)
+						}
+						gin, gib := emptyLike16(Tensor{DType: BFloat16, Sizes: x.Sizes, Strides: []int64{C * Sp, Sp, 1}})
+						gin.Sizes, gin.Strides = x.Sizes, x.Strides
+						gw, gb := make([]float32, C), make([]float32, C)
+						gwt, gbt := vec32(gw), vec32(gb)
+						if err == nil {
+							err = BatchNormBackward(&gin, &gwt, &gbt, g, x, &wt, &rmt, &rvt, &smt, &sit, training, 1e-5)
+						}
+						noCNorm = false
+						if err != nil {
+							t.Fatal(err)
+						}
+						o16[k] = [][]uint16{ob, gib, sm16, si16}
+						o32[k] = [][]float32{sm, si, rm, rv, gw, gb}
+					}
+					for i := range o16[0] {
+						sameBits16(t, fmt.Sprintf("S=%d pad=%d stat %v training=%v batch norm bf16 output %d", S, pad, statDT, training, i),
+							o16[0][i], o16[1][i])
+					}
+					for i := range o32[0] {
+						sameBits32(t, fmt.Sprintf("S=%d pad=%d stat %v training=%v batch norm float32 output %d", S, pad, statDT, training, i),
+							o32[0][i], o32[1][i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -186,6 +186,78 @@ static void hpusim_bn_bwd_apply(const float *x, int64_t xns, const float *g, int
 		}
 	}
 }
+
+// bfloat16 batch norm channels in the generic path's order (norm.go without the float32
+// fast path): every statistic a single float64 sum, element by element in (n, i) order;
+// values widened exactly, results rounded once to float32 and then to bfloat16 (nearest
+// even, NaN 0x7fc0: F32ToBF16) as storeFloat does.
+static inline double bf16d(uint16_t h) {
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static inline uint16_t f32_bf16(float f) {
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+	return (x & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0x7fc0 : (uint16_t)r;
+}
+
+static double hpusim_bn_sum_seq_bf16(const uint16_t *x, int64_t ns, int64_t N, int64_t S, double mean, int sq) {
+	double a = 0;
+	for (int64_t n = 0; n < N; n++) {
+		const uint16_t *xs = x + n * ns;
+		if (sq) {
+			for (int64_t i = 0; i < S; i++) { double d = bf16d(xs[i]) - mean; a += d * d; }
+		} else {
+			for (int64_t i = 0; i < S; i++) a += bf16d(xs[i]);
+		}
+	}
+	return a;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void hpusim_bn_apply_bf16(const uint16_t *x, int64_t xns, uint16_t *o, int64_t ons, int64_t N, int64_t S, double sd,
+                                 double hd) {
+	for (int64_t n = 0; n < N; n++) {
+		const uint16_t *xs = x + n * xns;
+		uint16_t *os = o + n * ons;
+		for (int64_t i = 0; i < S; i++) os[i] = f32_bf16((float)(bf16d(xs[i]) * sd + hd));
+	}
+}
+
+static void hpusim_bn_bwd_sums_seq_bf16(const uint16_t *x, int64_t xns, const uint16_t *g, int64_t gns, int64_t N, int64_t S,
+                                        double mean, double *sum, double *dotp) {
+	double s = 0, d = 0;
+	for (int64_t n = 0; n < N; n++) {
+		const uint16_t *xs = x + n * xns, *gs = g + n * gns;
+		for (int64_t i = 0; i < S; i++) {
+			double gv = bf16d(gs[i]);
+			s += gv;
+			d += (bf16d(xs[i]) - mean) * gv;
+		}
+	}
+	*sum = s;
+	*dotp = d;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void hpusim_bn_bwd_apply_bf16(const uint16_t *x, int64_t xns, const uint16_t *g, int64_t gns, uint16_t *o, int64_t ons,
+                                     int64_t N, int64_t S, double mean, double gm, double k, double invstd, double wc,
+                                     int training) {
+	for (int64_t n = 0; n < N; n++) {
+		const uint16_t *xs = x + n * xns, *gs = g + n * gns;
+		uint16_t *os = o + n * ons;
+		if (training) {
+			for (int64_t i = 0; i < S; i++)
+				os[i] = f32_bf16((float)((bf16d(gs[i]) - gm - (bf16d(xs[i]) - mean) * k) * invstd * wc));
+		} else {
+			for (int64_t i = 0; i < S; i++) os[i] = f32_bf16((float)(bf16d(gs[i]) * invstd * wc));
+		}
+	}
+}
 */
 import "C"
 
@@ -250,4 +322,35 @@ func bnBwdApplyC(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns int64, o uns
 	}
 	C.hpusim_bn_bwd_apply(cf(x), C.int64_t(xns), cf(g), C.int64_t(gns), cf(o), C.int64_t(ons), C.int64_t(N), C.int64_t(S),
 		C.double(mean), C.double(gm), C.double(k), C.double(invstd), C.double(wc), t)
+}
+
+func cu16(p unsafe.Pointer) *C.uint16_t { return (*C.uint16_t)(p) }
+
+func bnSumSeqBF16C(x unsafe.Pointer, ns, N, S int64, mean float64, sq bool) float64 {
+	q := C.int(0)
+	if sq {
+		q = 1
+	}
+	return float64(C.hpusim_bn_sum_seq_bf16(cu16(x), C.int64_t(ns), C.int64_t(N), C.int64_t(S), C.double(mean), q))
+}
+
+func bnApplyBF16C(x unsafe.Pointer, xns int64, o unsafe.Pointer, ons, N, S int64, sd, hd float64) {
+	C.hpusim_bn_apply_bf16(cu16(x), C.int64_t(xns), cu16(o), C.int64_t(ons), C.int64_t(N), C.int64_t(S), C.double(sd), C.double(hd))
+}
+
+func bnBwdSumsSeqBF16C(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns, N, S int64, mean float64) (float64, float64) {
+	var sum, dotp C.double
+	C.hpusim_bn_bwd_sums_seq_bf16(cu16(x), C.int64_t(xns), cu16(g), C.int64_t(gns), C.int64_t(N), C.int64_t(S), C.double(mean),
+		&sum, &dotp)
+	return float64(sum), float64(dotp)
+}
+
+func bnBwdApplyBF16C(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns int64, o unsafe.Pointer, ons, N, S int64,
+	mean, gm, k, invstd, wc float64, training bool) {
+	t := C.int(0)
+	if training {
+		t = 1
+	}
+	C.hpusim_bn_bwd_apply_bf16(cu16(x), C.int64_t(xns), cu16(g), C.int64_t(gns), cu16(o), C.int64_t(ons), C.int64_t(N),
+		C.int64_t(S), C.double(mean), C.double(gm), C.double(k), C.double(invstd), C.double(wc), t)
 }

@@ -36,3 +36,20 @@ func bnBwdApplyC(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns int64, o uns
 	mean, gm, k, invstd, wc float64, training bool) {
 	panic("bnBwdApplyC without cgo")
 }
+
+func bnSumSeqBF16C(x unsafe.Pointer, ns, N, S int64, mean float64, sq bool) float64 {
+	panic("bnSumSeqBF16C without cgo")
+}
+
+func bnApplyBF16C(x unsafe.Pointer, xns int64, o unsafe.Pointer, ons, N, S int64, sd, hd float64) {
+	panic("bnApplyBF16C without cgo")
+}
+
+func bnBwdSumsSeqBF16C(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns, N, S int64, mean float64) (float64, float64) {
+	panic("bnBwdSumsSeqBF16C without cgo")
+}
+
+func bnBwdApplyBF16C(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns int64, o unsafe.Pointer, ons, N, S int64,
+	mean, gm, k, invstd, wc float64, training bool) {
+	panic("bnBwdApplyBF16C without cgo")
+}

@@ -104,12 +104,30 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 		statDT = Float64
 	}
 	fast := x.DType == Float32 && out.DType == Float32 && x.Strides[2] == 1 && out.Strides[2] == 1
+	// bfloat16 channels in C, in the generic loop's order (single float64 sums)
+	bf16 := x.DType == BFloat16 && out.DType == BFloat16 && x.Strides[2] == 1 && out.Strides[2] == 1 && haveCNorm && !noCNorm
 	ParallelFor(C, 2*cnt+1, func(lo, hi int64) {
 		var buf []float64
-		if !fast {
+		if !fast && !bf16 {
 			buf = make([]float64, cnt)
 		}
 		for c := lo; c < hi; c++ {
+			if bf16 {
+				xb, ob := at(x.Ptr, c*x.Strides[1]*2), at(out.Ptr, c*out.Strides[1]*2)
+				var mean, invstd float64
+				if training {
+					mean = bnSumSeqBF16C(xb, x.Strides[0], N, S, 0, false) / float64(cnt)
+					ss := bnSumSeqBF16C(xb, x.Strides[0], N, S, mean, true)
+					mean, invstd = batchNormStats(c, mean, ss, cnt, statDT, eps, momentum, saveMean, saveInvstd, rm, rv)
+				} else {
+					mean = vec{rm}.get(c, 0)
+					invstd = 1 / math.Sqrt(vec{rv}.get(c, 0)+eps)
+				}
+				s32 := float32(vec{w}.get(c, 1) * invstd)
+				h32 := float32(vec{b}.get(c, 0)) - float32(float32(mean)*s32)
+				bnApplyBF16C(xb, x.Strides[0], ob, out.Strides[0], N, S, float64(s32), float64(h32))
+				continue
+			}
 			if fast {
 				// float32 rows read in place; the float64 statistics, four partial sums
 				// per pass (an add chain per element would dominate)
@@ -257,9 +275,12 @@ func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean,
 	xv, gv := chanView{x}, chanView{gout}
 	fast := x.DType == Float32 && gout.DType == Float32 && x.Strides[2] == 1 && gout.Strides[2] == 1 &&
 		(gin == nil || (gin.DType == Float32 && gin.Strides[2] == 1))
+	// bfloat16 channels in C, in the generic loop's order (single float64 sums)
+	bf16 := x.DType == BFloat16 && gout.DType == BFloat16 && x.Strides[2] == 1 && gout.Strides[2] == 1 &&
+		(gin == nil || (gin.DType == BFloat16 && gin.Strides[2] == 1)) && haveCNorm && !noCNorm
 	ParallelFor(C, 4*cnt+1, func(lo, hi int64) {
 		var xb, gb2 []float64
-		if !fast {
+		if !fast && !bf16 {
 			xb, gb2 = make([]float64, cnt), make([]float64, cnt)
 		}
 		for c := lo; c < hi; c++ {
@@ -268,6 +289,20 @@ func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean,
 				mean, invstd = vec{saveMean}.get(c, 0), vec{saveInvstd}.get(c, 0)
 			} else {
 				mean, invstd = vec{rm}.get(c, 0), 1/math.Sqrt(vec{rv}.get(c, 0)+eps)
+			}
+			if bf16 {
+				xp, gp := at(x.Ptr, c*x.Strides[1]*2), at(gout.Ptr, c*gout.Strides[1]*2)
+				sum, dotp := bnBwdSumsSeqBF16C(xp, x.Strides[0], gp, gout.Strides[0], N, S, mean)
+				vec{gw}.set(c, dotp*invstd)
+				vec{gb}.set(c, sum)
+				if gin == nil {
+					continue
+				}
+				k := dotp * invstd * invstd / float64(cnt)
+				gm := sum / float64(cnt)
+				bnBwdApplyBF16C(xp, x.Strides[0], gp, gout.Strides[0], at(gin.Ptr, c*gin.Strides[1]*2), gin.Strides[0], N, S,
+					mean, gm, k, invstd, vec{w}.get(c, 1), training)
+				continue
 			}
 			if fast {
 				// float32 rows in place, float64 math, four partial sums per statistic
