@@ -33,6 +33,11 @@ type EWOp struct {
 	// with the same results as F32 row by row: short broadcast rows (a bias) would
 	// otherwise pay a call per row.
 	F32Rows func(ptrs []unsafe.Pointer, rowStrides []int64, rows, n int64, p []float64)
+	// F32Mixed, when set, computes F32 over n elements of operands that are contiguous
+	// float32 (kind 0) or bfloat16 (1) runs, float32 scalars (2, pointing at one float32),
+	// or bool (3) / uint8 (4) masks (inputs only), in one call, with the bits of rowF32's
+	// conversion chunks.
+	F32Mixed func(ptrs []unsafe.Pointer, kinds []int32, n int64, p []float64)
 }
 
 const ewChunk = 1024
@@ -145,12 +150,13 @@ func scalarF32(dt DType, p unsafe.Pointer) float32 {
 // ewKernel is one Elementwise call: the op's function for the compute class, the operand
 // dtypes (output first) and the op's parameters.
 type ewKernel struct {
-	f32Rows func(ptrs []unsafe.Pointer, rowStrides []int64, rows, n int64, p []float64)
-	f32     EWFunc[float32]
-	f64     EWFunc[float64]
-	i64     EWFunc[int64]
-	dts     []DType
-	p       []float64
+	f32Rows  func(ptrs []unsafe.Pointer, rowStrides []int64, rows, n int64, p []float64)
+	f32Mixed func(ptrs []unsafe.Pointer, kinds []int32, n int64, p []float64)
+	f32      EWFunc[float32]
+	f64      EWFunc[float64]
+	i64      EWFunc[int64]
+	dts      []DType
+	p        []float64
 	// fixed storage for dts and p, so that a call allocates nothing
 	dtBuf [4]DType
 	pBuf  [8]float64
@@ -215,6 +221,9 @@ func Elementwise(op *EWOp, cdt DType, out Tensor, ins []Tensor, p []float64) err
 		}
 		k.f32 = op.F32
 		k.f32Rows = op.F32Rows
+		if !noEWMixed {
+			k.f32Mixed = op.F32Mixed
+		}
 	default:
 		if op.I64 == nil {
 			return fmt.Errorf("%s: %v not supported", op.Name, cdt)
@@ -455,7 +464,48 @@ func (k *ewKernel) row(w *ewScratch, ptrs []unsafe.Pointer, s []int64, n int64) 
 	}
 }
 
+// noEWMixed forces rowF32's conversion chunks (tests compare them with F32Mixed).
+var noEWMixed bool
+
+// mixedRow runs a row with a bfloat16 operand through F32Mixed in one call when every
+// operand is of a kind it takes; it reports false otherwise.
+func (k *ewKernel) mixedRow(ptrs []unsafe.Pointer, s []int64, n int64) bool {
+	if len(k.dts) > 4 || n == 0 {
+		return false
+	}
+	var kinds [4]int32
+	var ps [4]unsafe.Pointer
+	var sc [4]float32
+	bf16 := false
+	for j, dt := range k.dts {
+		ps[j] = ptrs[j]
+		switch {
+		case dt == Float32 && s[j] == 4:
+			kinds[j] = 0
+		case dt == BFloat16 && s[j] == 2:
+			kinds[j], bf16 = 1, true
+		case j > 0 && s[j] == 0:
+			sc[j] = scalarF32(dt, ptrs[j])
+			kinds[j], ps[j] = 2, unsafe.Pointer(&sc[j])
+		case j > 0 && dt == Bool && s[j] == 1:
+			kinds[j] = 3
+		case j > 0 && dt == Uint8 && s[j] == 1:
+			kinds[j] = 4
+		default:
+			return false
+		}
+	}
+	if !bf16 {
+		return false
+	}
+	k.f32Mixed(ps[:len(k.dts)], kinds[:len(k.dts)], n, k.p)
+	return true
+}
+
 func (k *ewKernel) rowF32(w *ewScratch, ptrs []unsafe.Pointer, s []int64, n int64) {
+	if k.f32Mixed != nil && k.mixedRow(ptrs, s, n) {
+		return
+	}
 	dts, nin := k.dts, len(k.dts)-1
 	ins := w.in32[:nin]
 	// When every operand is contiguous float32 no buffer is involved: one call for the

@@ -13,6 +13,7 @@ package kernels
 #include <stdint.h>
 #include <stddef.h>
 #include <math.h>
+#include <string.h>
 #include <immintrin.h>
 
 #define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -379,6 +380,55 @@ static void hpusim_f32_rows(int op, float *o, const float *a, const float *b, co
 	}
 }
 
+// hpusim_mixed runs op over n elements whose operands are float32 or bfloat16 runs,
+// broadcast float32 scalars or bool/uint8 masks (kind: 0 float32, 1 bfloat16, 2 scalar,
+// 3 bool, 4 uint8; the output 0 or 1), through float32 chunks: bfloat16 widened exactly,
+// masks as u8_to_f32 makes them, the float32 result rounded to bfloat16 as
+// hpusim_f32_to_bf16 does (nearest even, NaN 0x7fc0). One call per run instead of a
+// conversion call per operand and chunk.
+#define MIX_CH 512
+static inline const float *mix_in(const void *p, int kind, size_t lo, size_t m, float *buf) {
+	if (!p) return 0;
+	switch (kind) {
+	case 0: return (const float *)p + lo;
+	case 1: {
+		const uint16_t *h = (const uint16_t *)p + lo;
+		for (size_t i = 0; i < m; i++) { uint32_t u = (uint32_t)h[i] << 16; memcpy(&buf[i], &u, 4); }
+		return buf;
+	}
+	case 2: {
+		float v = *(const float *)p;
+		for (size_t i = 0; i < m; i++) buf[i] = v;
+		return buf;
+	}
+	default: {
+		const uint8_t *b = (const uint8_t *)p + lo;
+		uint8_t mask = kind == 3 ? 1 : 0xff;
+		for (size_t i = 0; i < m; i++) buf[i] = (float)(b[i] & mask);
+		return buf;
+	}
+	}
+}
+
+static void CLONES hpusim_mixed(int op, void *o, int ok, const void *a, int ak, const void *b, int bk, const void *c, int ck,
+		float p0, const float *p, size_t n) {
+	float ab[MIX_CH], bb[MIX_CH], cb[MIX_CH], ob[MIX_CH];
+	for (size_t lo = 0; lo < n; lo += MIX_CH) {
+		size_t m = n - lo < MIX_CH ? n - lo : MIX_CH;
+		const float *pa = mix_in(a, ak, lo, m, ab), *pb = mix_in(b, bk, lo, m, bb), *pc = mix_in(c, ck, lo, m, cb);
+		float *po = ok == 0 ? (float *)o + lo : ob;
+		hpusim_f32(op, po, pa, pb, pc, p0, p, m);
+		if (ok == 1) {
+			uint16_t *h = (uint16_t *)o + lo;
+			for (size_t i = 0; i < m; i++) {
+				uint32_t x;
+				memcpy(&x, &po[i], 4);
+				uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+				h[i] = (x & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0x7fc0 : (uint16_t)r;
+			}
+		}
+	}
+}
 */
 import "C"
 
@@ -431,6 +481,15 @@ func fmInstall(name string, pick fmPick) {
 		id, p0, pf := pick(p)
 		C.hpusim_f32(id, fmPtr(unsafe.Pointer(unsafe.SliceData(o))), ptr[0], ptr[1], ptr[2], C.float(p0), &pf[0],
 			C.size_t(n))
+	}
+	op.F32Mixed = func(ptrs []unsafe.Pointer, kinds []int32, n int64, p []float64) {
+		var ptr [3]unsafe.Pointer
+		var k [3]C.int
+		for j := 0; j < nin; j++ {
+			ptr[j], k[j] = ptrs[j+1], C.int(kinds[j+1])
+		}
+		id, p0, pf := pick(p)
+		C.hpusim_mixed(id, ptrs[0], C.int(kinds[0]), ptr[0], k[0], ptr[1], k[1], ptr[2], k[2], C.float(p0), &pf[0], C.size_t(n))
 	}
 	op.F32Rows = func(ptrs []unsafe.Pointer, rs []int64, rows, n int64, p []float64) {
 		var ptr [3]*C.float

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"sort"
 	"testing"
 	"unsafe"
 )
@@ -380,6 +381,93 @@ func TestBatchNormBF16FastMatchesGeneric(t *testing.T) {
 						sameBits32(t, fmt.Sprintf("S=%d pad=%d stat %v training=%v batch norm float32 output %d", S, pad, statDT, training, i),
 							o32[0][i], o32[1][i])
 					}
+				}
+			}
+		}
+	}
+}
+
+// Elementwise ops with bfloat16 operands through F32Mixed (one C call per run) give the
+// bits of rowF32's conversion chunks: every C op, random operand kinds (float32,
+// bfloat16, scalars, bool/uint8 masks), odd lengths, awkward values, in place.
+func TestElementwiseBF16MixedMatchesChunks(t *testing.T) {
+	rng := rand.New(rand.NewSource(25))
+	var names []string
+	for name, op := range EWOps {
+		if op.F32Mixed != nil {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		t.Skip("no C elementwise ops")
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		op := EWOps[name]
+		for trial := 0; trial < 12; trial++ {
+			n := []int64{1, 3, 17, 511, 512, 513, 1023, 1025, 4099, 70001}[trial%10]
+			mk := func(kind int) Tensor {
+				st := []int64{1}
+				switch kind {
+				case 0:
+					v := make([]float32, n)
+					for i := range v {
+						v[i] = BF16ToF32(awkwardHalf(rng, BFloat16, int64(rng.Intn(5)), 1)[0]) * (1 + float32(rng.Intn(3))/1024)
+					}
+					return Tensor{Ptr: unsafe.Pointer(&v[0]), DType: Float32, Sizes: []int64{n}, Strides: st}
+				case 1:
+					v := make([]uint16, n)
+					for i := int64(0); i < n; i += 64 {
+						copy(v[i:], awkwardHalf(rng, BFloat16, int64(rng.Intn(5)), min(64, n-i)))
+					}
+					return Tensor{Ptr: unsafe.Pointer(&v[0]), DType: BFloat16, Sizes: []int64{n}, Strides: st}
+				case 2: // a bfloat16 scalar broadcast
+					v := awkwardHalf(rng, BFloat16, int64(rng.Intn(5)), 1)
+					return Tensor{Ptr: unsafe.Pointer(&v[0]), DType: BFloat16, Sizes: []int64{n}, Strides: []int64{0}}
+				default:
+					v := make([]uint8, n)
+					for i := range v {
+						v[i] = uint8(rng.Intn(256))
+						if kind == 3 {
+							v[i] &= 1
+						}
+					}
+					dt := Bool
+					if kind == 4 {
+						dt = Uint8
+					}
+					return Tensor{Ptr: unsafe.Pointer(&v[0]), DType: dt, Sizes: []int64{n}, Strides: st}
+				}
+			}
+			ins := make([]Tensor, op.NIn)
+			for j := range ins {
+				ins[j] = mk([]int{0, 1, 1, 2, 3, 4}[rng.Intn(6)])
+			}
+			outKind := rng.Intn(2)
+			inPlace := trial == 11 && ins[0].DType == BFloat16 && ins[0].Strides[0] == 1
+			params := [][]float64{{0, 1, 1, 0}, {1, 1.5, 2, 0}, {0.5, 2, 0.5, 1}}[trial%3]
+			var res [2][]byte
+			for k, chunks := range []bool{false, true} {
+				out := mk(outKind)
+				if inPlace {
+					out = mk(1)
+					copy(unsafe.Slice((*uint16)(out.Ptr), n), unsafe.Slice((*uint16)(ins[0].Ptr), n))
+				}
+				args := append([]Tensor(nil), ins...)
+				if inPlace {
+					args[0] = out
+				}
+				noEWMixed = chunks
+				err := Elementwise(op, Float32, out, args, params)
+				noEWMixed = false
+				if err != nil {
+					t.Fatal(err)
+				}
+				res[k] = append([]byte(nil), unsafe.Slice((*byte)(out.Ptr), n*int64(out.DType.Size()))...)
+			}
+			for i := range res[0] {
+				if res[0][i] != res[1][i] {
+					t.Fatalf("%s n=%d trial %d: byte %d differs: mixed %#x, chunks %#x", name, n, trial, i, res[0][i], res[1][i])
 				}
 			}
 		}
