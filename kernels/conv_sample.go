@@ -60,12 +60,7 @@ func convFwdSamples[T gemmFloat](out, in Tensor, w, b []T, g convGeom, p ConvPar
 					ptrOf(col), g.P, T(0), ptrOf(yg), g.P)
 			}
 			if b != nil {
-				for o := 0; o < g.O; o++ {
-					row, bv := y[o*g.P:(o+1)*g.P], b[o]
-					for i := range row {
-						row[i] += bv
-					}
-				}
+				convBiasAdd(y, b, g.O, g.P)
 			}
 		}
 	})
@@ -99,13 +94,7 @@ func convBwdSamples[T gemmFloat](gin *Tensor, dw, db []T, gout, in Tensor, w []T
 		for n := int(lo); n < int(hi); n++ {
 			dy := sampleSlice[T](gout, n)
 			if sums != nil {
-				for o := 0; o < g.O; o++ {
-					var s T
-					for _, v := range dy[o*g.P : (o+1)*g.P] {
-						s += v
-					}
-					sums[n*g.O+o] = s
-				}
+				convRowSums(dy, sums[n*g.O:(n+1)*g.O], g.O, g.P)
 			}
 			if pdw != nil && g.P > 0 && g.Kc > 0 {
 				x := sampleSlice[T](in, n)
@@ -129,7 +118,7 @@ func convBwdSamples[T gemmFloat](gin *Tensor, dw, db []T, gout, in Tensor, w []T
 					blasGemmSerial(true, false, g.Kc, g.P, g.Og, T(1), ptrOf(w[gi*g.Og*g.Kc:]), g.Kc,
 						ptrOf(dy[gi*g.Og*g.P:]), g.P, T(0), ptrOf(dcol), g.P)
 					if !pw {
-						col2imRows(dx, dcol, g, p, gi, 1, 0, g.Cg)
+						col2imSample(dx, dcol, g, p, gi)
 					}
 				}
 			}
@@ -168,6 +157,66 @@ func groupCols[T gemmFloat](x []T, cb *[]T, g convGeom, p ConvParams, gi int, pw
 	if pw {
 		return x[gi*g.Cg*g.P : (gi+1)*g.Cg*g.P]
 	}
-	im2colRows(*cb, x, g, p, gi, 1, 0, g.Kc)
+	im2colSample(*cb, x, g, p, gi)
 	return *cb
+}
+
+// convNoC makes the helpers below run their Go loops even for float32 (for tests
+// comparing them with the C versions in conv_cgo.go).
+var convNoC = false
+
+// im2colSample fills cb ([Kc, P]) with group gi's columns of sample x.
+func im2colSample[T gemmFloat](cb, x []T, g convGeom, p ConvParams, gi int) {
+	if c, ok := any(cb).([]float32); ok && !convNoC {
+		im2colF32(c, any(x).([]float32), g, p, gi)
+		return
+	}
+	im2colRows(cb, x, g, p, gi, 1, 0, g.Kc)
+}
+
+// col2imSample sets group gi's planes of sample dx to the sums of dcol's ([Kc, P]) entries.
+func col2imSample[T gemmFloat](dx, dcol []T, g convGeom, p ConvParams, gi int) {
+	if d, ok := any(dx).([]float32); ok && !convNoC {
+		col2imF32(d, any(dcol).([]float32), g, p, gi)
+		return
+	}
+	col2imRows(dx, dcol, g, p, gi, 1, 0, g.Cg)
+}
+
+// convBiasAdd adds b[o] to row o of y's o rows of p elements.
+func convBiasAdd[T gemmFloat](y, b []T, o, p int) {
+	if f, ok := any(y).([]float32); ok && !convNoC {
+		convBiasAddF32(f, any(b).([]float32), o, p)
+		return
+	}
+	convBiasAddGo(y, b, o, p)
+}
+
+func convBiasAddGo[T gemmFloat](y, b []T, o, p int) {
+	for i := 0; i < o; i++ {
+		row, bv := y[i*p:(i+1)*p], b[i]
+		for j := range row {
+			row[j] += bv
+		}
+	}
+}
+
+// convRowSums sets sums[i] to the sum of row i of dy's o rows of p elements, added in
+// order from zero.
+func convRowSums[T gemmFloat](dy, sums []T, o, p int) {
+	if f, ok := any(dy).([]float32); ok && !convNoC {
+		convRowSumsF32(f, any(sums).([]float32), o, p)
+		return
+	}
+	convRowSumsGo(dy, sums, o, p)
+}
+
+func convRowSumsGo[T gemmFloat](dy, sums []T, o, p int) {
+	for i := 0; i < o; i++ {
+		var s T
+		for _, v := range dy[i*p : (i+1)*p] {
+			s += v
+		}
+		sums[i] = s
+	}
 }
