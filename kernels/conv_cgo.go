@@ -13,6 +13,7 @@ package kernels
 #pragma GCC optimize ("fp-contract=off", "no-trapping-math")
 #include <stdint.h>
 #include <string.h>
+#include <immintrin.h>
 
 #define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
@@ -101,24 +102,15 @@ CLONES static void hpusim_conv_bias_add(float *restrict y, const float *restrict
 }
 
 // sums[o] = the sum of row o (P elements at dy + o*P), added one element at a time from
-// zero like the Go loop; eight rows at once so that the eight chains overlap.
-CLONES static void hpusim_conv_row_sums(const float *restrict dy, float *restrict sums, int64_t O, int64_t P) {
+// zero like the Go loop. The scalar version runs eight rows' chains side by side.
+static void conv_row_sums_scalar(const float *restrict dy, float *restrict sums, int64_t O, int64_t P) {
 	int64_t o = 0;
 	for (; o + 8 <= O; o += 8) {
 		const float *r = dy + o * P;
-		float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-		for (int64_t i = 0; i < P; i++) {
-			a0 += r[i];
-			a1 += r[P + i];
-			a2 += r[2 * P + i];
-			a3 += r[3 * P + i];
-			a4 += r[4 * P + i];
-			a5 += r[5 * P + i];
-			a6 += r[6 * P + i];
-			a7 += r[7 * P + i];
-		}
-		sums[o] = a0; sums[o + 1] = a1; sums[o + 2] = a2; sums[o + 3] = a3;
-		sums[o + 4] = a4; sums[o + 5] = a5; sums[o + 6] = a6; sums[o + 7] = a7;
+		float a[8] = {0};
+		for (int64_t i = 0; i < P; i++)
+			for (int j = 0; j < 8; j++) a[j] += r[j * P + i];
+		for (int j = 0; j < 8; j++) sums[o + j] = a[j];
 	}
 	for (; o < O; o++) {
 		const float *r = dy + o * P;
@@ -126,6 +118,63 @@ CLONES static void hpusim_conv_row_sums(const float *restrict dy, float *restric
 		for (int64_t i = 0; i < P; i++) a += r[i];
 		sums[o] = a;
 	}
+}
+
+// acc (lane j: row j's running sum) += columns i..i+7 of the eight rows at r (row stride
+// P), one column after another: an 8x8 transpose, then eight adds in column order.
+#define ROWSUM8(r, acc) do { \
+	__m256 r0 = _mm256_loadu_ps(r + i), r1 = _mm256_loadu_ps(r + P + i); \
+	__m256 r2 = _mm256_loadu_ps(r + 2 * P + i), r3 = _mm256_loadu_ps(r + 3 * P + i); \
+	__m256 r4 = _mm256_loadu_ps(r + 4 * P + i), r5 = _mm256_loadu_ps(r + 5 * P + i); \
+	__m256 r6 = _mm256_loadu_ps(r + 6 * P + i), r7 = _mm256_loadu_ps(r + 7 * P + i); \
+	__m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1); \
+	__m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3); \
+	__m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5); \
+	__m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7); \
+	__m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE); \
+	__m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE); \
+	__m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE); \
+	__m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE); \
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s0, s4, 0x20)); \
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s1, s5, 0x20)); \
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s2, s6, 0x20)); \
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s3, s7, 0x20)); \
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s0, s4, 0x31)); \
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s1, s5, 0x31)); \
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s2, s6, 0x31)); \
+	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s3, s7, 0x31)); \
+} while (0)
+
+// The same sums with AVX, 16 rows (two independent chains of vector adds) at a time.
+__attribute__((target("avx"))) static void conv_row_sums_avx(const float *restrict dy, float *restrict sums,
+                                                             int64_t O, int64_t P) {
+	int64_t o = 0;
+	for (; o + 8 <= O; o += o + 16 <= O ? 16 : 8) {
+		int two = o + 16 <= O;
+		const float *ra = dy + o * P, *rb = ra + 8 * P;
+		__m256 acca = _mm256_setzero_ps(), accb = _mm256_setzero_ps();
+		int64_t i = 0;
+		for (; i + 8 <= P; i += 8) {
+			ROWSUM8(ra, acca);
+			if (two) ROWSUM8(rb, accb);
+		}
+		float a[16];
+		_mm256_storeu_ps(a, acca);
+		_mm256_storeu_ps(a + 8, accb);
+		int rows = two ? 16 : 8;
+		for (; i < P; i++)
+			for (int j = 0; j < rows; j++) a[j] += ra[j * P + i];
+		for (int j = 0; j < rows; j++) sums[o + j] = a[j];
+	}
+	if (o < O) conv_row_sums_scalar(dy + o * P, sums + o, O - o, P);
+}
+
+static void hpusim_conv_row_sums(const float *dy, float *sums, int64_t O, int64_t P) {
+	if (__builtin_cpu_supports("avx")) {
+		conv_row_sums_avx(dy, sums, O, P);
+		return;
+	}
+	conv_row_sums_scalar(dy, sums, O, P);
 }
 */
 import "C"
