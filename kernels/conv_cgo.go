@@ -3,14 +3,14 @@
 package kernels
 
 /*
-#cgo CFLAGS: -O3
+#cgo CFLAGS: -O3 -Wno-psabi
 // The loops around the per-sample convolution GEMMs (conv_sample.go) in C so that the
 // compiler vectorizes them (Go does not): im2col, col2im, the bias add and the bias
 // gradient's row sums. Every element gets the same operations in the same order as the
 // Go loops (im2colRows, col2imRows, convBiasAddGo, convRowSumsGo), hence the same bits.
 // -ffp-contract=off keeps every add rounded as written; no-trapping-math only lets the
 // compiler turn selects into blends.
-#pragma GCC optimize ("fp-contract=off", "no-trapping-math")
+#pragma GCC optimize ("fp-contract=off", "no-trapping-math", "no-tree-loop-distribute-patterns")
 #include <stdint.h>
 #include <string.h>
 #include <immintrin.h>
@@ -35,9 +35,49 @@ typedef struct {
 	int64_t cg, h, w, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw;
 } conv_geom;
 
+// Eight floats in a vector (GCC's generic vectors: AVX in the v3/v4 clones, SSE pairs in
+// the default one); unaligned loads and stores through memcpy.
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+__attribute__((always_inline)) static inline v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
+__attribute__((always_inline)) static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+__attribute__((always_inline)) static inline v8f and8(v8f v, v8i m) { return (v8f)((v8i)v & m); }
+__attribute__((always_inline)) static inline v8i lanes_in(int64_t j, int64_t a, int64_t b) {
+	const v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
+	v8i p = lane + (int32_t)j;
+	return (p >= (int32_t)a) & (p < (int32_t)b);
+}
+
+// One output row of im2col for stride 1: row[i] = src[i+off] for i in [lo, hi), zero
+// elsewhere. Eight columns at a time (the last eight overlapping the previous when OW is
+// not a multiple of 8); src's reads stay inside [xlo, xhi).
+__attribute__((always_inline)) static inline void im2col_row_s1(float *restrict row, const float *restrict src, int64_t OW, int64_t lo,
+                                 int64_t hi, int64_t off, const float *xlo, const float *xhi) {
+	if (OW < 8) {
+		for (int64_t i = 0; i < OW; i++) row[i] = i >= lo && i < hi ? src[i + off] : 0;
+		return;
+	}
+	for (int64_t j0 = 0; j0 < OW; j0 += 8) {
+		int64_t j = j0 + 8 <= OW ? j0 : OW - 8;
+		const float *p = src + j + off;
+		v8f v;
+		if (j >= lo && j + 8 <= hi) {
+			v = ld8(p);
+		} else if (j + 8 <= lo || j >= hi) {
+			v = (v8f){0};
+		} else if (p >= xlo && p + 8 <= xhi) {
+			v = and8(ld8(p), lanes_in(j, lo, hi));
+		} else {
+			for (int l = 0; l < 8; l++) v[l] = j + l >= lo && j + l < hi ? p[l] : 0;
+		}
+		st8(row + j, v);
+	}
+}
+
 // col [Cg*KH*KW, OH*OW] from the Cg planes [H, W] at x.
 CLONES static void hpusim_im2col(float *restrict col, const float *restrict x, const conv_geom *g) {
 	const int64_t khw = g->kh * g->kw, hw = g->h * g->w, P = g->oh * g->ow, OW = g->ow;
+	const float *xhi = x + g->cg * hw;
 	for (int64_t r = 0; r < g->cg * khw; r++) {
 		int64_t c = r / khw, k = r % khw, kh = k / g->kw, kw = k % g->kw;
 		const float *plane = x + c * hw;
@@ -51,23 +91,65 @@ CLONES static void hpusim_im2col(float *restrict col, const float *restrict x, c
 				continue;
 			}
 			const float *src = plane + ih * g->w;
+			if (g->sw == 1) {
+				im2col_row_s1(row, src, OW, lo, hi, off, x, xhi);
+				continue;
+			}
 			for (int64_t i = 0; i < lo; i++) row[i] = 0;
 			for (int64_t i = hi; i < OW; i++) row[i] = 0;
-			if (g->sw == 1) {
-				const float *s = src + off;
-				for (int64_t i = lo; i < hi; i++) row[i] = s[i];
-			} else {
-				const int64_t sw = g->sw;
-				for (int64_t i = lo; i < hi; i++) row[i] = src[i * sw + off];
-			}
+			const int64_t sw = g->sw;
+			for (int64_t i = lo; i < hi; i++) row[i] = src[i * sw + off];
 		}
 	}
 }
 
 // The Cg planes [H, W] at dx = the sums of col's entries, each element's terms added in
 // (kh, kw) order onto zero, as col2imRows does.
+//
+// For stride 1 along W, each output row is built eight columns at a time in a register:
+// the terms of an element are still added in (kh, kw) order onto zero, and a column that a
+// (kh, kw) does not reach gets +0 added instead of nothing, which changes no bits since a
+// sum that starts at +0 is never -0 (x + +0 == x for every other x, NaN payloads included).
 CLONES static void hpusim_col2im(float *restrict dx, const float *restrict col, const conv_geom *g) {
-	const int64_t khw = g->kh * g->kw, hw = g->h * g->w, P = g->oh * g->ow, OW = g->ow;
+	const int64_t khw = g->kh * g->kw, hw = g->h * g->w, P = g->oh * g->ow, OW = g->ow, W = g->w;
+	const float *chi = col + g->cg * khw * P;
+	if (g->sw == 1 && W >= 8 && g->kw <= 64) {
+		int64_t lo[64], hi[64], off[64];
+		for (int64_t kw = 0; kw < g->kw; kw++) {
+			off[kw] = conv_span(kw, W, OW, 1, g->pw, g->dw, &lo[kw], &hi[kw]);
+			lo[kw] += off[kw]; // as ranges of input columns
+			hi[kw] += off[kw];
+		}
+		for (int64_t c = 0; c < g->cg; c++) {
+			float *plane = dx + c * hw;
+			for (int64_t ih = 0; ih < g->h; ih++) {
+				for (int64_t j0 = 0; j0 < W; j0 += 8) {
+					int64_t j = j0 + 8 <= W ? j0 : W - 8;
+					v8f acc = {0};
+					for (int64_t kh = 0; kh < g->kh; kh++) {
+						int64_t t = ih + g->ph - kh * g->dh;
+						if (t < 0 || t % g->sh != 0 || t / g->sh >= g->oh) continue;
+						const float *srow = col + (c * khw + kh * g->kw) * P + (t / g->sh) * OW;
+						for (int64_t kw = 0; kw < g->kw; kw++, srow += P) {
+							int64_t a = lo[kw], b = hi[kw];
+							if (j + 8 <= a || j >= b) continue;
+							const float *p = srow + j - off[kw];
+							if (j >= a && j + 8 <= b) {
+								acc += ld8(p);
+							} else if (p >= col && p + 8 <= chi) {
+								acc += and8(ld8(p), lanes_in(j, a, b));
+							} else {
+								for (int l = 0; l < 8; l++)
+									if (j + l >= a && j + l < b) acc[l] += p[l];
+							}
+						}
+					}
+					st8(plane + ih * W + j, acc);
+				}
+			}
+		}
+		return;
+	}
 	for (int64_t c = 0; c < g->cg; c++) {
 		float *plane = dx + c * hw;
 		for (int64_t i = 0; i < hw; i++) plane[i] = 0;
