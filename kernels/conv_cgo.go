@@ -74,10 +74,57 @@ __attribute__((always_inline)) static inline void im2col_row_s1(float *restrict 
 	}
 }
 
+// dst[0:n] = src[0:n], eight at a time (the last eight overlapping when n % 8 != 0).
+__attribute__((always_inline)) static inline void copy_row(float *restrict dst, const float *restrict src, int64_t n) {
+	if (n < 8) {
+		for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+		return;
+	}
+	for (int64_t j0 = 0; j0 < n; j0 += 8) {
+		int64_t j = j0 + 8 <= n ? j0 : n - 8;
+		st8(dst + j, ld8(src + j));
+	}
+}
+
+// im2col for stride 1 along W through a copy of each plane padded with zero columns
+// (pw on each side), so every output row is a plain copy of OW padded-plane elements.
+#define IM2COL_PADDED_MAX 16384
+__attribute__((always_inline)) static inline void im2col_padded(float *restrict col, const float *restrict x,
+                                                                const conv_geom *g) {
+	const int64_t hw = g->h * g->w, P = g->oh * g->ow, OW = g->ow, W = g->w, Wp = g->w + 2 * g->pw;
+	float xp[IM2COL_PADDED_MAX];
+	for (int64_t c = 0; c < g->cg; c++) {
+		const float *plane = x + c * hw;
+		for (int64_t ih = 0; ih < g->h; ih++) {
+			float *d = xp + ih * Wp;
+			for (int64_t i = 0; i < g->pw; i++) d[i] = d[g->pw + W + i] = 0;
+			copy_row(d + g->pw, plane + ih * W, W);
+		}
+		for (int64_t kh = 0; kh < g->kh; kh++) {
+			for (int64_t kw = 0; kw < g->kw; kw++) {
+				float *dst = col + ((c * g->kh + kh) * g->kw + kw) * P;
+				for (int64_t oh = 0; oh < g->oh; oh++) {
+					int64_t ih = oh * g->sh - g->ph + kh * g->dh;
+					float *row = dst + oh * OW;
+					if (ih < 0 || ih >= g->h) {
+						for (int64_t i = 0; i < OW; i++) row[i] = 0;
+						continue;
+					}
+					copy_row(row, xp + ih * Wp + kw * g->dw, OW);
+				}
+			}
+		}
+	}
+}
+
 // col [Cg*KH*KW, OH*OW] from the Cg planes [H, W] at x.
 CLONES static void hpusim_im2col(float *restrict col, const float *restrict x, const conv_geom *g) {
 	const int64_t khw = g->kh * g->kw, hw = g->h * g->w, P = g->oh * g->ow, OW = g->ow;
 	const float *xhi = x + g->cg * hw;
+	if (g->sw == 1 && g->h * (g->w + 2 * g->pw) <= IM2COL_PADDED_MAX) {
+		im2col_padded(col, x, g);
+		return;
+	}
 	for (int64_t r = 0; r < g->cg * khw; r++) {
 		int64_t c = r / khw, k = r % khw, kh = k / g->kw, kw = k % g->kw;
 		const float *plane = x + c * hw;
