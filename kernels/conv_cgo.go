@@ -150,6 +150,21 @@ CLONES static void hpusim_im2col(float *restrict col, const float *restrict x, c
 	}
 }
 
+// acc += the terms of (kh, kw) (source row srow, input columns [a, b)) for the eight
+// input columns from j: +0 for columns the kernel tap does not reach.
+#define C2I_ADD(acc, j) do { \
+	if (!((j) + 8 <= a || (j) >= b)) { \
+		const float *p = srow + (j) - off[kw]; \
+		if ((j) >= a && (j) + 8 <= b) \
+			acc += ld8(p); \
+		else if (p >= col && p + 8 <= chi) \
+			acc += and8(ld8(p), lanes_in((j), a, b)); \
+		else \
+			for (int l = 0; l < 8; l++) \
+				if ((j) + l >= a && (j) + l < b) acc[l] += p[l]; \
+	} \
+} while (0)
+
 // The Cg planes [H, W] at dx = the sums of col's entries, each element's terms added in
 // (kh, kw) order onto zero, as col2imRows does.
 //
@@ -160,38 +175,40 @@ CLONES static void hpusim_im2col(float *restrict col, const float *restrict x, c
 CLONES static void hpusim_col2im(float *restrict dx, const float *restrict col, const conv_geom *g) {
 	const int64_t khw = g->kh * g->kw, hw = g->h * g->w, P = g->oh * g->ow, OW = g->ow, W = g->w;
 	const float *chi = col + g->cg * khw * P;
-	if (g->sw == 1 && W >= 8 && g->kw <= 64) {
+	if (g->sw == 1 && W >= 8 && g->kw <= 64 && g->kh <= 64) {
 		int64_t lo[64], hi[64], off[64];
 		for (int64_t kw = 0; kw < g->kw; kw++) {
 			off[kw] = conv_span(kw, W, OW, 1, g->pw, g->dw, &lo[kw], &hi[kw]);
 			lo[kw] += off[kw]; // as ranges of input columns
 			hi[kw] += off[kw];
 		}
+		const int64_t nc = (W + 7) / 8;
 		for (int64_t c = 0; c < g->cg; c++) {
 			float *plane = dx + c * hw;
 			for (int64_t ih = 0; ih < g->h; ih++) {
-				for (int64_t j0 = 0; j0 < W; j0 += 8) {
-					int64_t j = j0 + 8 <= W ? j0 : W - 8;
-					v8f acc = {0};
+				// The source row of each kh reaching input row ih (nil if none).
+				const float *srows[64];
+				for (int64_t kh = 0; kh < g->kh; kh++) {
+					int64_t t = ih + g->ph - kh * g->dh, oh = t;
+					if (g->sh != 1) oh = t >= 0 && t % g->sh == 0 ? t / g->sh : -1;
+					srows[kh] = oh >= 0 && oh < g->oh ? col + (c * khw + kh * g->kw) * P + oh * OW : 0;
+				}
+				// Two chunks of eight columns at a time (two independent add chains).
+				for (int64_t q = 0; q < nc; q += 2) {
+					int64_t qb = q + 1 < nc ? q + 1 : q;
+					int64_t ja = q * 8 + 8 <= W ? q * 8 : W - 8, jb = qb * 8 + 8 <= W ? qb * 8 : W - 8;
+					v8f acca = {0}, accb = {0};
 					for (int64_t kh = 0; kh < g->kh; kh++) {
-						int64_t t = ih + g->ph - kh * g->dh;
-						if (t < 0 || t % g->sh != 0 || t / g->sh >= g->oh) continue;
-						const float *srow = col + (c * khw + kh * g->kw) * P + (t / g->sh) * OW;
+						const float *srow = srows[kh];
+						if (!srow) continue;
 						for (int64_t kw = 0; kw < g->kw; kw++, srow += P) {
 							int64_t a = lo[kw], b = hi[kw];
-							if (j + 8 <= a || j >= b) continue;
-							const float *p = srow + j - off[kw];
-							if (j >= a && j + 8 <= b) {
-								acc += ld8(p);
-							} else if (p >= col && p + 8 <= chi) {
-								acc += and8(ld8(p), lanes_in(j, a, b));
-							} else {
-								for (int l = 0; l < 8; l++)
-									if (j + l >= a && j + l < b) acc[l] += p[l];
-							}
+							C2I_ADD(acca, ja);
+							C2I_ADD(accb, jb);
 						}
 					}
-					st8(plane + ih * W + j, acc);
+					st8(plane + ih * W + ja, acca);
+					st8(plane + ih * W + jb, accb);
 				}
 			}
 		}
