@@ -106,6 +106,23 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 	fast := x.DType == Float32 && out.DType == Float32 && x.Strides[2] == 1 && out.Strides[2] == 1
 	// bfloat16 channels in C, in the generic loop's order (single float64 sums)
 	bf16 := x.DType == BFloat16 && out.DType == BFloat16 && x.Strides[2] == 1 && out.Strides[2] == 1 && haveCNorm && !noCNorm
+	// scaleShift is channel c's float32 scale and shift (as float64s): from the batch
+	// statistics, which sum(mean, sq) gives as the sum of x (mean 0, sq false) and of
+	// (x-mean)^2 (sq true), when training; from the running ones otherwise.
+	scaleShift := func(c int64, sum func(mean float64, sq bool) float64) (float64, float64) {
+		var mean, invstd float64
+		if training {
+			mean = sum(0, false) / float64(cnt)
+			ss := sum(mean, true)
+			mean, invstd = batchNormStats(c, mean, ss, cnt, statDT, eps, momentum, saveMean, saveInvstd, rm, rv)
+		} else {
+			mean = vec{rm}.get(c, 0)
+			invstd = 1 / math.Sqrt(vec{rv}.get(c, 0)+eps)
+		}
+		s32 := float32(vec{w}.get(c, 1) * invstd)
+		h32 := float32(vec{b}.get(c, 0)) - float32(float32(mean)*s32)
+		return float64(s32), float64(h32)
+	}
 	ParallelFor(C, 2*cnt+1, func(lo, hi int64) {
 		var buf []float64
 		if !fast && !bf16 {
@@ -114,36 +131,17 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 		for c := lo; c < hi; c++ {
 			if bf16 {
 				xb, ob := at(x.Ptr, c*x.Strides[1]*2), at(out.Ptr, c*out.Strides[1]*2)
-				var mean, invstd float64
-				if training {
-					mean = bnSumSeqBF16C(xb, x.Strides[0], N, S, 0, false) / float64(cnt)
-					ss := bnSumSeqBF16C(xb, x.Strides[0], N, S, mean, true)
-					mean, invstd = batchNormStats(c, mean, ss, cnt, statDT, eps, momentum, saveMean, saveInvstd, rm, rv)
-				} else {
-					mean = vec{rm}.get(c, 0)
-					invstd = 1 / math.Sqrt(vec{rv}.get(c, 0)+eps)
-				}
-				s32 := float32(vec{w}.get(c, 1) * invstd)
-				h32 := float32(vec{b}.get(c, 0)) - float32(float32(mean)*s32)
-				bnApplyBF16C(xb, x.Strides[0], ob, out.Strides[0], N, S, float64(s32), float64(h32))
+				sd, hd := scaleShift(c, func(mean float64, sq bool) float64 {
+					return bnSumSeqBF16C(xb, x.Strides[0], N, S, mean, sq)
+				})
+				bnApplyBF16C(xb, x.Strides[0], ob, out.Strides[0], N, S, sd, hd)
 				continue
 			}
 			if fast {
 				// float32 rows read in place; the float64 statistics, four partial sums
 				// per pass (an add chain per element would dominate)
 				xr := f32Rows{x, c}
-				var mean, invstd float64
-				if training {
-					mean = xr.sum(0, false) / float64(cnt)
-					ss := xr.sum(mean, true)
-					mean, invstd = batchNormStats(c, mean, ss, cnt, statDT, eps, momentum, saveMean, saveInvstd, rm, rv)
-				} else {
-					mean = vec{rm}.get(c, 0)
-					invstd = 1 / math.Sqrt(vec{rv}.get(c, 0)+eps)
-				}
-				s32 := float32(vec{w}.get(c, 1) * invstd)
-				h32 := float32(vec{b}.get(c, 0)) - float32(float32(mean)*s32)
-				sd, hd := float64(s32), float64(h32)
+				sd, hd := scaleShift(c, xr.sum)
 				or := f32Rows{out, c}
 				if haveCNorm && !noCNorm {
 					bnApplyC(xr.base(), x.Strides[0], or.base(), out.Strides[0], N, S, sd, hd)
