@@ -2,8 +2,8 @@ package kernels
 
 import "sync"
 
-// convScratch is a small free list of convolution scratch buffers (column matrices,
-// gathered gradients, GEMM results). Requests of several sizes alternate within a
+// convScratch is a small free list of scratch buffers (convolution's column matrices,
+// gathered gradients and GEMM results, the bf16 GEMM's float32 panels). Requests of several sizes alternate within a
 // training step (one layer's columns, the next layer's), so a buffer that is too small
 // for one request stays listed for the next instead of being dropped as sync.Pool would.
 type convScratch[T gemmFloat] struct {

@@ -3,6 +3,7 @@ package kernels
 import (
 	"math"
 	"math/rand"
+	"runtime"
 	"testing"
 	"unsafe"
 )
@@ -102,5 +103,31 @@ func TestGemmHalfMatchesGeneric(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestGemmHalfKeepsPanelsAcrossGC(t *testing.T) {
+	// The float32 panels of a bf16 GEMM come back from the scratch free list after a
+	// garbage collection (a sync.Pool would drop them and the next call would allocate
+	// and zero the 4 MB weight panel again).
+	r := rand.New(rand.NewSource(7))
+	x := benchTensor(r, BFloat16, 1, 64, 1024)
+	w := transposed(benchTensor(r, BFloat16, 1, 1024, 1024))
+	out := benchTensor(r, BFloat16, 1, 64, 1024)
+	if err := BatchedGemm(out, x, w, nil, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 5; i++ {
+		runtime.GC()
+		if err := BatchedGemm(out, x, w, nil, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Fatalf("5 bf16 GEMMs after GCs allocated %d bytes; the panels (4 MB) were not reused", grew)
 	}
 }
