@@ -69,10 +69,11 @@ func RunParts(parts int, fn func(i int)) {
 	j.pending.Store(int64(parts))
 	workPool.publish(j)
 	j.work()
-	// The helpers are finishing their last parts: spin briefly (they are normally just
-	// behind), then block.
-	for spins := 0; j.pending.Load() > 0; spins++ {
-		if spins > 1<<14 {
+	// The helpers are finishing their last parts: spin while they normally would (a
+	// blocked caller pays a thread wake-up when they are done), then block.
+	start := time.Now()
+	for spins := 1; j.pending.Load() > 0; spins++ {
+		if spins&1023 == 0 && time.Since(start) >= spinWait {
 			<-j.done
 			break
 		}
