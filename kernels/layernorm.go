@@ -279,7 +279,15 @@ func layerNormFwd[F gemmFloat](out Tensor, mean, rstd *Tensor, x Tensor, w, b *T
 		return
 	}
 	if D > 0 && rowMajorF32(x, out) {
-		layerNormRowsC(out, mean, rstd, x, g, be, eps, false)
+		ParallelFor(M, 4*D+1, func(lo, hi int64) {
+			mb, rb := make([]float32, hi-lo), make([]float32, hi-lo)
+			lnFwdC(at(x.Ptr, lo*x.Strides[0]*4), x.Strides[0], at(out.Ptr, lo*out.Strides[0]*4), out.Strides[0], hi-lo, D,
+				f32s(g), f32s(be), float32(eps), mb, rb, false)
+			for r := lo; r < hi; r++ {
+				vec{mean}.set(r, float64(mb[r-lo]))
+				vec{rstd}.set(r, float64(rb[r-lo]))
+			}
+		})
 		return
 	}
 	ParallelFor(M, 4*D+1, func(lo, hi int64) {
@@ -302,21 +310,6 @@ func layerNormFwd[F gemmFloat](out Tensor, mean, rstd *Tensor, x Tensor, w, b *T
 			storeRow2(out, r, row)
 			vec{mean}.set(r, float64(m))
 			vec{rstd}.set(r, float64(rs))
-		}
-	})
-}
-
-// layerNormRowsC runs the float32 C rows of layerNormFwd (reduced: its bfloat16/float16
-// formula) over float32 x and out with unit column strides.
-func layerNormRowsC[F gemmFloat](out Tensor, mean, rstd *Tensor, x Tensor, g, be []F, eps float64, reduced bool) {
-	M, D := x.Sizes[0], x.Sizes[1]
-	ParallelFor(M, 4*D+1, func(lo, hi int64) {
-		mb, rb := make([]float32, hi-lo), make([]float32, hi-lo)
-		lnFwdC(at(x.Ptr, lo*x.Strides[0]*4), x.Strides[0], at(out.Ptr, lo*out.Strides[0]*4), out.Strides[0], hi-lo, D,
-			f32s(g), f32s(be), float32(eps), mb, rb, reduced)
-		for r := lo; r < hi; r++ {
-			vec{mean}.set(r, float64(mb[r-lo]))
-			vec{rstd}.set(r, float64(rb[r-lo]))
 		}
 	})
 }

@@ -191,17 +191,20 @@ func (s *sumIter[A]) loop2dFast(inOff, outOff int64, d0, d1 sumDim) {
 }
 
 // bf16Cols is loop2d's contiguous outer reduction (column sums) of a bfloat16 input into
-// a bfloat16 output, kept in bfloat16 (or float32 for mean) and summed in float32: the block widened exactly into
-// float32 scratch and summed by the float32 loop2dFast, which adds the same terms in the
-// same order (the cascade and row_sum of every column, the same 4*lanes blocking), then
-// each column's sum added into the output with loop2d's rounding store. It reports false
-// where loop2d's generic code must run.
+// a bfloat16 output, kept in bfloat16 (or float32 for mean) and summed in float32: the
+// block is widened exactly into float32 scratch and summed by the float32 loop2dFast,
+// which adds the same terms in the same order (the cascade and row_sum of every column,
+// the same 4*lanes blocking), then each column's sum is added into the output with
+// loop2d's rounding store. It reports false where loop2d's generic code must run.
 func (s *sumIter[A]) bf16Cols(inOff, outOff int64, d0, d1 sumDim) bool {
 	// (a bfloat16 output rounds every NaN to 0x7fc0: the NaNs that loop2d's load rounds
 	// and the raw widening keeps reach it as the same 0x7fc0)
 	if noFastSum || s.in.DType != BFloat16 || s.outDT != BFloat16 || !nativeOf[A](Float32) || (s.scalarDT != BFloat16 && s.scalarDT != Float32) ||
 		d0.os != 0 || d1.os == 0 || (d0.is == 1 && d0.size >= s.vecN) || d1.is != 1 || d1.size < s.vecN {
 		return false
+	}
+	if sumVecBytes/4 != s.lanes {
+		return false // the float32 loop's blocking would not be this sum's
 	}
 	size0, size1, is0 := d0.size, d1.size, d0.is
 	sp := getF32(int(size0 * size1))
@@ -214,9 +217,6 @@ func (s *sumIter[A]) bf16Cols(inOff, outOff int64, d0, d1 sumDim) bool {
 	})
 	sub := &sumIter[A]{in: f32RowsTensor(buf, size0, size1), scalarDT: Float32, lanes: sumVecBytes / 4, vecN: sumVecBytes / 4,
 		acc: make([]A, size1), fast: true, outIdx: func(off int64) int64 { return off }}
-	if sub.lanes != s.lanes {
-		return false
-	}
 	sub.loop2dFast(0, 0, sumDim{size0, 0, size1}, sumDim{size1, 1, 1})
 	for j, v := range sub.acc {
 		s.store(s.outIdx(outOff+int64(j)*d1.os), v)
