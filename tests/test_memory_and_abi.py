@@ -116,3 +116,39 @@ def test_go_panic_becomes_runtime_error(in_worker):
     with pytest.raises(RuntimeError, match="kernel panic: debug_panic"):
         _native.run("debug_panic", (), (in_worker,))
     assert torch.ones(3, device="hpu").sum().item() == 3.0
+
+
+def _cpuinfo(tmp_path, vendor: str, flags: str) -> str:
+    p = tmp_path / "cpuinfo"
+    p.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
+    return str(p)
+
+
+def test_openblas_coretype_only_for_amd_with_avx512(tmp_path):
+    avx512 = "fpu sse2 avx avx2 fma avx512f avx512dq avx512cd avx512bw avx512vl avx512_bf16"
+    assert _native.openblas_coretype(_cpuinfo(tmp_path, "AuthenticAMD", avx512)) == "SkylakeX"
+    # Zen 1-3: AVX2 only, OpenBLAS's own choice stands.
+    assert _native.openblas_coretype(_cpuinfo(tmp_path, "AuthenticAMD", "avx avx2 fma")) is None
+    # An AVX-512 subset the SkylakeX kernels need is missing.
+    assert _native.openblas_coretype(_cpuinfo(tmp_path, "AuthenticAMD", avx512.replace("avx512bw", ""))) is None
+    # Intel CPUs with AVX-512 are detected by OpenBLAS itself.
+    assert _native.openblas_coretype(_cpuinfo(tmp_path, "GenuineIntel", avx512)) is None
+    assert _native.openblas_coretype(str(tmp_path / "missing")) is None
+
+
+def test_loaded_openblas_uses_the_chosen_kernels():
+    """The core type is set before the Go core (and with it OpenBLAS) loads, so OpenBLAS
+    runs the kernels chosen for this CPU, or the user's own OPENBLAS_CORETYPE."""
+    code = (
+        "import ctypes, os, habana_frameworks.torch, habana_frameworks.torch._native as n\n"
+        "lib = ctypes.CDLL('libopenblas.so.0')\n"
+        "lib.openblas_get_corename.restype = ctypes.c_char_p\n"
+        "print(lib.openblas_get_corename().decode(), os.environ.get('OPENBLAS_CORETYPE'), n.openblas_coretype())\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    core, env_value, chosen = out.stdout.split()
+    if chosen != "None":
+        assert core == chosen == env_value
+    env["OPENBLAS_CORETYPE"] = "Haswell"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split()[:2] == ["Haswell", "Haswell"]
