@@ -169,6 +169,8 @@ func bgemmHalf(out, a, b Tensor, self *Tensor, alpha, beta float64) {
 	cbuf := *cb
 	if K == 0 {
 		clear(cbuf)
+	} else if useBF16Dot(a, b) {
+		bgemmBF16Dot(cbuf, a, b, B, M, N, K) // gemm_bf16dot.go
 	} else {
 		ab := getF32(B * M * K)
 		defer putF32(ab)

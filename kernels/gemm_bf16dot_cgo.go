@@ -1,0 +1,166 @@
+//go:build cgo && amd64
+
+package kernels
+
+/*
+#cgo CFLAGS: -O3
+#include <stdint.h>
+#include <string.h>
+#include <immintrin.h>
+
+// bfloat16 GEMM on CPUs with AVX512-BF16: VDPBF16PS multiplies pairs of bf16 values
+// exactly and adds them into float32 accumulators, so neither operand is widened in
+// memory. Operands are packed into k-pair interleaved panels:
+//   A: row panels of MR rows, [ceil(k/2)][MR][2]; B: column panels of NR columns,
+//   [ceil(k/2)][NR][2]; zero padding past m, n and k.
+// The micro-kernel keeps an MR x NR float32 tile in 16 registers and, per k pair, loads
+// the B panel's two vectors and broadcasts each row's pair of A.
+
+enum { MR = 8, NR = 32, KC2 = 128 }; // KC2 k pairs per cache block (16 KB of a B panel)
+
+int hpusim_bf16dot_supported(void) {
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+	       __builtin_cpu_supports("avx512bf16");
+}
+
+// Packs rows [0, m) of A (element (i, k) at a[i*rs + k*cs]) into ceil(m/MR) panels.
+void hpusim_bf16dot_pack_a(uint16_t *dst, const uint16_t *a, int64_t rs, int64_t cs, int64_t m, int64_t k) {
+	int64_t k2 = (k + 1) / 2, panels = (m + MR - 1) / MR;
+	for (int64_t p = 0; p < panels; p++) {
+		uint16_t *d = dst + p * k2 * MR * 2;
+		for (int r = 0; r < MR; r++) {
+			int64_t i = p * MR + r;
+			if (i >= m) {
+				for (int64_t kk = 0; kk < k2; kk++) d[(kk * MR + r) * 2] = d[(kk * MR + r) * 2 + 1] = 0;
+				continue;
+			}
+			const uint16_t *row = a + i * rs;
+			if (cs == 1) {
+				int64_t kk = 0;
+				for (; 2 * kk + 1 < k; kk++) memcpy(&d[(kk * MR + r) * 2], &row[2 * kk], 4);
+				if (kk < k2) { d[(kk * MR + r) * 2] = row[2 * kk]; d[(kk * MR + r) * 2 + 1] = 0; }
+				continue;
+			}
+			for (int64_t kk = 0; kk < k2; kk++) {
+				d[(kk * MR + r) * 2] = row[2 * kk * cs];
+				d[(kk * MR + r) * 2 + 1] = 2 * kk + 1 < k ? row[(2 * kk + 1) * cs] : 0;
+			}
+		}
+	}
+}
+
+// Packs columns [n0, n1) of B (element (k, j) at b[k*rs + j*cs]) into panels.
+void hpusim_bf16dot_pack_b(uint16_t *dst, const uint16_t *b, int64_t rs, int64_t cs, int64_t k, int64_t n0, int64_t n1) {
+	int64_t k2 = (k + 1) / 2, panels = (n1 - n0 + NR - 1) / NR;
+	for (int64_t q = 0; q < panels; q++) {
+		uint16_t *d = dst + q * k2 * NR * 2;
+		for (int c = 0; c < NR; c++) {
+			int64_t j = n0 + q * NR + c;
+			if (j >= n1) {
+				for (int64_t kk = 0; kk < k2; kk++) d[(kk * NR + c) * 2] = d[(kk * NR + c) * 2 + 1] = 0;
+				continue;
+			}
+			const uint16_t *col = b + j * cs;
+			if (rs == 1) { // k contiguous: pairs are adjacent (a transposed weight)
+				int64_t kk = 0;
+				for (; 2 * kk + 1 < k; kk++) memcpy(&d[(kk * NR + c) * 2], &col[2 * kk], 4);
+				if (kk < k2) { d[(kk * NR + c) * 2] = col[2 * kk]; d[(kk * NR + c) * 2 + 1] = 0; }
+				continue;
+			}
+			for (int64_t kk = 0; kk < k2; kk++) {
+				d[(kk * NR + c) * 2] = col[2 * kk * rs];
+				d[(kk * NR + c) * 2 + 1] = 2 * kk + 1 < k ? col[(2 * kk + 1) * rs] : 0;
+			}
+		}
+	}
+}
+
+// One MR x NR tile over k pairs [0, k2) of panels pa and pb: c[r*ldc + j] (r < mr, j < nr)
+// is set to (add == 0) or incremented by the tile's sums.
+__attribute__((target("avx512f,avx512bw,avx512bf16")))
+static void tile(const uint16_t *pa, const uint16_t *pb, int64_t k2, float *c, int64_t ldc, int mr, int nr, int add) {
+	__m512 acc[MR][2];
+#pragma GCC unroll 8
+	for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+	const int32_t *ap = (const int32_t *)pa;
+	for (int64_t kk = 0; kk < k2; kk++) {
+		__m512bh b0 = (__m512bh)_mm512_loadu_si512(pb + kk * NR * 2);
+		__m512bh b1 = (__m512bh)_mm512_loadu_si512(pb + kk * NR * 2 + 32);
+#pragma GCC unroll 8
+		for (int r = 0; r < MR; r++) {
+			__m512bh av = (__m512bh)_mm512_set1_epi32(ap[kk * MR + r]);
+			acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+			acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+		}
+	}
+	__mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+	__mmask16 m1 = nr >= 32 ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
+#pragma GCC unroll 8
+	for (int r = 0; r < MR; r++) {
+		if (r >= mr) break;
+		float *cr = c + r * ldc;
+		__m512 v0 = acc[r][0], v1 = acc[r][1];
+		if (add) {
+			v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, cr));
+			v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, cr + 16));
+		}
+		_mm512_mask_storeu_ps(cr, m0, v0);
+		_mm512_mask_storeu_ps(cr + 16, m1, v1);
+	}
+}
+
+// c[i*ldc + j] = sum_k A[i, k] B[k, j] for i < m, j < n, from A's panels (all of its rows)
+// and the panels of B's n columns. The k pairs are taken in blocks of KC2, each added in
+// k order into c, so each element's sum runs in the same order whatever m and n are.
+void hpusim_bf16dot_gemm(const uint16_t *pa, const uint16_t *pb, int64_t m, int64_t n, int64_t k, float *c, int64_t ldc) {
+	int64_t k2 = (k + 1) / 2, mp = (m + MR - 1) / MR, np = (n + NR - 1) / NR;
+	if (k2 == 0) {
+		for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, n * sizeof(float));
+		return;
+	}
+	for (int64_t k0 = 0; k0 < k2; k0 += KC2) {
+		int64_t kb = k2 - k0 < KC2 ? k2 - k0 : KC2;
+		for (int64_t q = 0; q < np; q++) {
+			const uint16_t *b = pb + (q * k2 + k0) * NR * 2;
+			int nr = n - q * NR < NR ? (int)(n - q * NR) : NR;
+			for (int64_t p = 0; p < mp; p++) {
+				int mr = m - p * MR < MR ? (int)(m - p * MR) : MR;
+				tile(pa + (p * k2 + k0) * MR * 2, b, kb, c + p * MR * ldc + q * NR, ldc, mr, nr, k0 > 0);
+			}
+		}
+	}
+}
+*/
+import "C"
+
+import "unsafe"
+
+// bf16DotMR and bf16DotNR are the C micro-kernel's tile (panel heights of A and widths of B).
+const (
+	bf16DotMR = 8
+	bf16DotNR = 32
+)
+
+// bf16DotCPU reports whether this CPU runs VDPBF16PS (AVX512-BF16: Zen 4, Cooper Lake,
+// Sapphire Rapids and later).
+var bf16DotCPU = C.hpusim_bf16dot_supported() != 0
+
+// bf16DotPackA packs the m×k bfloat16 matrix at a (element strides rs, cs) into dst.
+func bf16DotPackA(dst []uint16, a unsafe.Pointer, rs, cs int64, m, k int) {
+	C.hpusim_bf16dot_pack_a((*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(dst))), (*C.uint16_t)(a),
+		C.int64_t(rs), C.int64_t(cs), C.int64_t(m), C.int64_t(k))
+}
+
+// bf16DotPackB packs columns [n0, n1) of the k×n bfloat16 matrix at b into dst.
+func bf16DotPackB(dst []uint16, b unsafe.Pointer, rs, cs int64, k, n0, n1 int) {
+	C.hpusim_bf16dot_pack_b((*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(dst))), (*C.uint16_t)(b),
+		C.int64_t(rs), C.int64_t(cs), C.int64_t(k), C.int64_t(n0), C.int64_t(n1))
+}
+
+// bf16DotGemm sets the m×n float32 block at c (row stride ldc) to the product of the
+// packed panels.
+func bf16DotGemm(pa, pb []uint16, m, n, k int, c unsafe.Pointer, ldc int) {
+	C.hpusim_bf16dot_gemm((*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(pa))), (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(pb))),
+		C.int64_t(m), C.int64_t(n), C.int64_t(k), (*C.float)(c), C.int64_t(ldc))
+}
