@@ -24,56 +24,39 @@ int hpusim_bf16dot_supported(void) {
 	       __builtin_cpu_supports("avx512bf16");
 }
 
-// Packs rows [0, m) of A (element (i, k) at a[i*rs + k*cs]) into ceil(m/MR) panels.
-void hpusim_bf16dot_pack_a(uint16_t *dst, const uint16_t *a, int64_t rs, int64_t cs, int64_t m, int64_t k) {
-	int64_t k2 = (k + 1) / 2, panels = (m + MR - 1) / MR;
+// Packs lines [0, lines) (line l's k-th element at src[l*ls + k*ks]) into panels of
+// width lines, [ceil(k/2)][width][2] each, zero past the last line and past k.
+static void pack_pairs(uint16_t *dst, const uint16_t *src, int64_t ls, int64_t ks, int64_t lines, int64_t k, int width) {
+	int64_t k2 = (k + 1) / 2, panels = (lines + width - 1) / width;
 	for (int64_t p = 0; p < panels; p++) {
-		uint16_t *d = dst + p * k2 * MR * 2;
-		for (int r = 0; r < MR; r++) {
-			int64_t i = p * MR + r;
-			if (i >= m) {
-				for (int64_t kk = 0; kk < k2; kk++) d[(kk * MR + r) * 2] = d[(kk * MR + r) * 2 + 1] = 0;
+		uint16_t *d = dst + p * k2 * width * 2;
+		for (int w = 0; w < width; w++) {
+			int64_t l = p * width + w;
+			uint16_t *e = d + w * 2; // pair kk of this line is at e[kk*width*2]
+			if (l >= lines) {
+				for (int64_t kk = 0; kk < k2; kk++) e[kk * width * 2] = e[kk * width * 2 + 1] = 0;
 				continue;
 			}
-			const uint16_t *row = a + i * rs;
-			if (cs == 1) {
-				int64_t kk = 0;
-				for (; 2 * kk + 1 < k; kk++) memcpy(&d[(kk * MR + r) * 2], &row[2 * kk], 4);
-				if (kk < k2) { d[(kk * MR + r) * 2] = row[2 * kk]; d[(kk * MR + r) * 2 + 1] = 0; }
-				continue;
-			}
-			for (int64_t kk = 0; kk < k2; kk++) {
-				d[(kk * MR + r) * 2] = row[2 * kk * cs];
-				d[(kk * MR + r) * 2 + 1] = 2 * kk + 1 < k ? row[(2 * kk + 1) * cs] : 0;
+			const uint16_t *line = src + l * ls;
+			int64_t kk = 0;
+			if (ks == 1) // pairs are adjacent: one 32-bit move each
+				for (; 2 * kk + 1 < k; kk++) memcpy(&e[kk * width * 2], &line[2 * kk], 4);
+			for (; kk < k2; kk++) {
+				e[kk * width * 2] = line[2 * kk * ks];
+				e[kk * width * 2 + 1] = 2 * kk + 1 < k ? line[(2 * kk + 1) * ks] : 0;
 			}
 		}
 	}
 }
 
+// Packs rows [0, m) of A (element (i, k) at a[i*rs + k*cs]) into ceil(m/MR) panels.
+void hpusim_bf16dot_pack_a(uint16_t *dst, const uint16_t *a, int64_t rs, int64_t cs, int64_t m, int64_t k) {
+	pack_pairs(dst, a, rs, cs, m, k, MR);
+}
+
 // Packs columns [n0, n1) of B (element (k, j) at b[k*rs + j*cs]) into panels.
 void hpusim_bf16dot_pack_b(uint16_t *dst, const uint16_t *b, int64_t rs, int64_t cs, int64_t k, int64_t n0, int64_t n1) {
-	int64_t k2 = (k + 1) / 2, panels = (n1 - n0 + NR - 1) / NR;
-	for (int64_t q = 0; q < panels; q++) {
-		uint16_t *d = dst + q * k2 * NR * 2;
-		for (int c = 0; c < NR; c++) {
-			int64_t j = n0 + q * NR + c;
-			if (j >= n1) {
-				for (int64_t kk = 0; kk < k2; kk++) d[(kk * NR + c) * 2] = d[(kk * NR + c) * 2 + 1] = 0;
-				continue;
-			}
-			const uint16_t *col = b + j * cs;
-			if (rs == 1) { // k contiguous: pairs are adjacent (a transposed weight)
-				int64_t kk = 0;
-				for (; 2 * kk + 1 < k; kk++) memcpy(&d[(kk * NR + c) * 2], &col[2 * kk], 4);
-				if (kk < k2) { d[(kk * NR + c) * 2] = col[2 * kk]; d[(kk * NR + c) * 2 + 1] = 0; }
-				continue;
-			}
-			for (int64_t kk = 0; kk < k2; kk++) {
-				d[(kk * NR + c) * 2] = col[2 * kk * rs];
-				d[(kk * NR + c) * 2 + 1] = 2 * kk + 1 < k ? col[(2 * kk + 1) * rs] : 0;
-			}
-		}
-	}
+	pack_pairs(dst, b + n0 * cs, cs, rs, n1 - n0, k, NR);
 }
 
 // One MR x NR tile over k pairs [0, k2) of panels pa and pb: c[r*ldc + j] (r < mr, j < nr)
