@@ -53,14 +53,20 @@ class OpenBLAS:
         # A private instance of that same library file: OpenBLAS's thread count is one
         # global per loaded instance, and the Go core keeps its own at 1 (it splits GEMMs
         # over its own workers), so setting `threads` on the shared instance would change
-        # the code path being compared against.
+        # the code path being compared against. RTLD_DEEPBIND binds the copy's references
+        # to its own symbols: without it they resolve to the instance already loaded
+        # globally, and openblas_set_num_threads on the copy set the Go core's count.
         self._dir = tempfile.TemporaryDirectory(prefix="bench_openblas_")
         private = os.path.join(self._dir.name, os.path.basename(os.path.realpath(path)))
         shutil.copyfile(os.path.realpath(path), private)
-        self.lib = ctypes.CDLL(private, mode=ctypes.RTLD_LOCAL)
+        self.lib = ctypes.CDLL(private, mode=ctypes.RTLD_LOCAL | os.RTLD_DEEPBIND)
         self.lib.openblas_set_num_threads(ctypes.c_int(threads))
         self.lib.openblas_get_num_threads.restype = ctypes.c_int
         self.threads = self.lib.openblas_get_num_threads()
+        shared = ctypes.CDLL(path).openblas_get_num_threads()
+        if shared != 1:
+            raise RuntimeError(f"the Go core's OpenBLAS runs {shared} threads, not 1: the comparison "
+                               "would not measure hpusim's own GEMM split")
         self.lib.openblas_get_config.restype = ctypes.c_char_p
         self.config = self.lib.openblas_get_config().decode()
         f = self.lib.cblas_sgemm
