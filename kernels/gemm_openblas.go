@@ -8,18 +8,63 @@ package kernels
 */
 import "C"
 
-import "unsafe"
+import (
+	"math"
+	"os"
+	"sync"
+	"unsafe"
+)
 
 // BLASName names the GEMM backend in use.
 const BLASName = "openblas"
 
 func init() {
-	// OpenBLAS runs single-threaded; blasGemm splits large products over goroutines
-	// itself. OpenBLAS's own threads would spin-wait (sched_yield) between calls and take
-	// a core from the Go kernels that run between GEMMs, and they cannot serve the
-	// concurrent calls of kernels that already run per worker (conv blocks, K splits).
+	// OpenBLAS runs single-threaded except inside blasGemmThreaded: kernels that already
+	// run one GEMM per worker (convolution, batched products, K splits) call it
+	// concurrently, and its one thread pool cannot serve concurrent callers.
 	C.openblas_set_num_threads(1)
 }
+
+// blasMu guards OpenBLAS's thread count, one global of the library: blasGemmThreaded
+// raises it while it holds blasMu exclusively, and every single-threaded call holds it
+// shared.
+var blasMu sync.RWMutex
+
+// blasThreadedMin is the smallest product (m*n*k) that runs on OpenBLAS's own threads:
+// its threaded driver shares each packed panel between its threads, which the split in
+// blasGemm cannot (every part packs the whole of the other operand): on 2 cores the split
+// measured 0.74-0.86x direct 2-thread OpenBLAS at 512^3 and 1024^3, OpenBLAS's threads
+// 0.9-0.96x. Below it they cost more than they save: a sleeping OpenBLAS thread takes tens
+// of µs to wake, and after each call it spins against hpusim's own workers (with every
+// product threaded, a transformer training step took 19 -> 24 ms). 2^27 multiply-adds
+// (512^3) take over a millisecond. HPUSIM_BLAS_THREADED=0 never threads. (Results agree
+// with the split's to rounding; which one runs depends only on the size when no other
+// BLAS call is in flight.)
+var blasThreadedMin = func() float64 {
+	if os.Getenv("HPUSIM_BLAS_THREADED") == "0" {
+		return math.Inf(1)
+	}
+	return 1 << 27
+}()
+
+// blasGemmThreaded runs one GEMM on w OpenBLAS threads when it is large enough and no
+// other BLAS call is in flight, and reports whether it did.
+func blasGemmThreaded[T gemmFloat](w int, tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, lda int,
+	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) bool {
+	// A RunParts in flight means this may be one of its parts, with a sibling part
+	// about to call BLAS single-threaded.
+	if float64(m)*float64(n)*float64(k) < blasThreadedMin || workPool.busy.Load() || !blasMu.TryLock() {
+		return false
+	}
+	defer blasMu.Unlock()
+	C.openblas_set_num_threads(C.int(w))
+	defer C.openblas_set_num_threads(1)
+	blasCall(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	return true
+}
+
+// blasThreads is OpenBLAS's current thread count.
+func blasThreads() int { return int(C.openblas_get_num_threads()) }
 
 func cTrans(t bool) C.enum_CBLAS_TRANSPOSE {
 	if t {
@@ -28,17 +73,19 @@ func cTrans(t bool) C.enum_CBLAS_TRANSPOSE {
 	return C.CblasNoTrans
 }
 
-// blasGemm computes row-major C = alpha*op(A)*op(B) + beta*C (m×n, inner k), splitting
-// the rows or columns of C over the workers when the product is large. Each element's
-// arithmetic is that of one sgemm call on its part, so the split does not change results
-// beyond which kernel edge handles which element.
+// blasGemm computes row-major C = alpha*op(A)*op(B) + beta*C (m×n, inner k). A very
+// large product runs on OpenBLAS's threads; a large one is split by rows or columns of C
+// over the workers. Each element's arithmetic is that of one sgemm
+// call on its part, so neither changes results beyond which kernel edge handles which
+// element.
 func blasGemm[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, lda int,
 	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) {
 	w := Workers()
-	// Someone raised OpenBLAS's thread count (a benchmark comparing against it, say):
-	// let it thread, as concurrent calls into its one thread pool would queue.
-	if w < 2 || float64(m)*float64(n)*float64(k) < blasSplitMin || C.openblas_get_num_threads() != 1 {
+	if w < 2 || float64(m)*float64(n)*float64(k) < blasSplitMin {
 		blasGemmSerial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	if blasGemmThreaded(w, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) {
 		return
 	}
 	es := int(unsafe.Sizeof(alpha))
@@ -87,6 +134,14 @@ func blasGemm[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, 
 // blasGemmSerial is one BLAS call on the calling thread (for callers that already run
 // one GEMM per worker).
 func blasGemmSerial[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, lda int,
+	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) {
+	blasMu.RLock()
+	defer blasMu.RUnlock()
+	blasCall(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// blasCall is the cblas call itself, on as many threads as OpenBLAS is set to.
+func blasCall[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, lda int,
 	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) {
 	switch any(alpha).(type) {
 	case float32:
