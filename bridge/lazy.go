@@ -101,6 +101,7 @@ func EnableLazy() {
 		e.streamMin = 0
 	}
 	e.qcond = sync.NewCond(&e.qmu)
+	kernels.SerialBLAS() // the host records while the worker runs: no extra BLAS threads
 	go e.worker()
 	device.SetReclaimer(e.reclaim)
 	startLazyProfile()

@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -47,13 +48,24 @@ var blasThreadedMin = func() float64 {
 	return 1 << 27
 }()
 
+// blasThreadsOff keeps every product off OpenBLAS's threads (see SerialBLAS).
+var blasThreadsOff atomic.Bool
+
+// SerialBLAS keeps every GEMM from now on off OpenBLAS's own threads. Lazy mode calls it:
+// there the host thread records the next graph while the worker runs this one, and a
+// threaded GEMM's extra thread oversubscribes the cores; OpenBLAS's threads wait on each
+// other for shared panels, so one preempted thread stalls both (a lazy transformer step
+// took 18.0 -> 22.6 ms with its 2^24-sized products threaded). hpusim's own split has
+// no such waits: a late part is taken by whichever worker is free.
+func SerialBLAS() { blasThreadsOff.Store(true) }
+
 // blasGemmThreaded runs one GEMM on w OpenBLAS threads when it is large enough and no
 // other BLAS call is in flight, and reports whether it did.
 func blasGemmThreaded[T gemmFloat](w int, tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, lda int,
 	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) bool {
 	// A RunParts in flight means this may be one of its parts, with a sibling part
 	// about to call BLAS single-threaded.
-	if float64(m)*float64(n)*float64(k) < blasThreadedMin || workPool.busy.Load() || !blasMu.TryLock() {
+	if float64(m)*float64(n)*float64(k) < blasThreadedMin || blasThreadsOff.Load() || workPool.busy.Load() || !blasMu.TryLock() {
 		return false
 	}
 	defer blasMu.Unlock()

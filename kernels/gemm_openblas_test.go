@@ -57,3 +57,15 @@ func TestBLASThreadedMatchesSerial(t *testing.T) {
 		t.Fatalf("OpenBLAS left at %d threads", th)
 	}
 }
+
+// TestSerialBLASKeepsProductsOffThreads: after SerialBLAS (lazy mode) even the largest
+// product runs on hpusim's split.
+func TestSerialBLASKeepsProductsOffThreads(t *testing.T) {
+	SerialBLAS()
+	defer blasThreadsOff.Store(false)
+	const n = 512
+	x, y, out := make([]float32, n*n), make([]float32, n*n), make([]float32, n*n)
+	if blasGemmThreaded(2, false, false, n, n, n, float32(1), unsafe.Pointer(&x[0]), n, unsafe.Pointer(&y[0]), n, 0, unsafe.Pointer(&out[0]), n) {
+		t.Fatal("a product ran on OpenBLAS's threads after SerialBLAS")
+	}
+}
