@@ -37,16 +37,16 @@ func bnBwdApplyC(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns int64, o uns
 	panic("bnBwdApplyC without cgo")
 }
 
-func bnSumSeqBF16C(x unsafe.Pointer, ns, N, S int64, mean float64, sq bool) float64 {
-	panic("bnSumSeqBF16C without cgo")
+func bnSumBF16C(x unsafe.Pointer, ns, N, S int64, mean float64, sq bool) float64 {
+	panic("bnSumBF16C without cgo")
 }
 
 func bnApplyBF16C(x unsafe.Pointer, xns int64, o unsafe.Pointer, ons, N, S int64, sd, hd float64) {
 	panic("bnApplyBF16C without cgo")
 }
 
-func bnBwdSumsSeqBF16C(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns, N, S int64, mean float64) (float64, float64) {
-	panic("bnBwdSumsSeqBF16C without cgo")
+func bnBwdSumsBF16C(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns, N, S int64, mean float64) (float64, float64) {
+	panic("bnBwdSumsBF16C without cgo")
 }
 
 func bnBwdApplyBF16C(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns int64, o unsafe.Pointer, ons, N, S int64,

@@ -104,7 +104,7 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 		statDT = Float64
 	}
 	fast := x.DType == Float32 && out.DType == Float32 && x.Strides[2] == 1 && out.Strides[2] == 1
-	// bfloat16 channels in C, in the generic loop's order (single float64 sums)
+	// bfloat16 channels in C: the float32 fast path's sums on the exactly widened values
 	bf16 := x.DType == BFloat16 && out.DType == BFloat16 && x.Strides[2] == 1 && out.Strides[2] == 1 && haveCNorm && !noCNorm
 	// scaleShift is channel c's float32 scale and shift (as float64s): from the batch
 	// statistics, which sum(mean, sq) gives as the sum of x (mean 0, sq false) and of
@@ -132,7 +132,7 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 			if bf16 {
 				xb, ob := at(x.Ptr, c*x.Strides[1]*2), at(out.Ptr, c*out.Strides[1]*2)
 				sd, hd := scaleShift(c, func(mean float64, sq bool) float64 {
-					return bnSumSeqBF16C(xb, x.Strides[0], N, S, mean, sq)
+					return bnSumBF16C(xb, x.Strides[0], N, S, mean, sq)
 				})
 				bnApplyBF16C(xb, x.Strides[0], ob, out.Strides[0], N, S, sd, hd)
 				continue
@@ -273,7 +273,7 @@ func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean,
 	xv, gv := chanView{x}, chanView{gout}
 	fast := x.DType == Float32 && gout.DType == Float32 && x.Strides[2] == 1 && gout.Strides[2] == 1 &&
 		(gin == nil || (gin.DType == Float32 && gin.Strides[2] == 1))
-	// bfloat16 channels in C, in the generic loop's order (single float64 sums)
+	// bfloat16 channels in C: the float32 fast path's sums on the exactly widened values
 	bf16 := x.DType == BFloat16 && gout.DType == BFloat16 && x.Strides[2] == 1 && gout.Strides[2] == 1 &&
 		(gin == nil || (gin.DType == BFloat16 && gin.Strides[2] == 1)) && haveCNorm && !noCNorm
 	ParallelFor(C, 4*cnt+1, func(lo, hi int64) {
@@ -290,7 +290,7 @@ func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean,
 			}
 			if bf16 {
 				xp, gp := at(x.Ptr, c*x.Strides[1]*2), at(gout.Ptr, c*gout.Strides[1]*2)
-				sum, dotp := bnBwdSumsSeqBF16C(xp, x.Strides[0], gp, gout.Strides[0], N, S, mean)
+				sum, dotp := bnBwdSumsBF16C(xp, x.Strides[0], gp, gout.Strides[0], N, S, mean)
 				vec{gw}.set(c, dotp*invstd)
 				vec{gb}.set(c, sum)
 				if gin == nil {
