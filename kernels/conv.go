@@ -149,6 +149,10 @@ func Conv2dForward(out, in, weight Tensor, bias *Tensor, p ConvParams) error {
 	if bias != nil && (bias.Dim() != 1 || bias.Sizes[0] != int64(g.O)) {
 		return fmt.Errorf("bias of shape %v, expected [%d]", bias.Sizes, g.O)
 	}
+	if convBF16DotOK(g, &out, &in, &weight) {
+		convFwdBF16Dot(out, in, weight, bias, g, p) // conv_bf16dot.go
+		return nil
+	}
 	if x, ok := widenBF16(in); ok {
 		if out.DType == BFloat16 && contiguous4(out) {
 			defer putF32(x.buf)
@@ -195,6 +199,18 @@ func Conv2dBackward(gin, gw, gb *Tensor, gout, in, weight Tensor, p ConvParams) 
 		if fmt.Sprint(x.t.Sizes) != fmt.Sprint(x.want) {
 			return fmt.Errorf("gradient of shape %v, expected %v", x.t.Sizes, x.want)
 		}
+	}
+	if convBF16DotOK(g, gin, &gout, &in, &weight) {
+		var dw, db []float32
+		if gw != nil {
+			dw = make([]float32, g.O*g.Kc)
+		}
+		if gb != nil {
+			db = make([]float32, g.O)
+		}
+		convBwdBF16Dot(gin, dw, db, gout, in, weight, g, p) // conv_bf16dot.go
+		storeConvGrads(gw, gb, dw, db, g)
+		return nil
 	}
 	if gin != nil && gin.DType == BFloat16 && contiguous4(*gin) {
 		if x, ok := widenBF16(in); ok {

@@ -177,8 +177,11 @@ func im2colBlock[T gemmFloat](col, x []T, g convGeom, p ConvParams, gi, m int) {
 	})
 }
 
+// colElem is what im2col moves: the compute types, and bfloat16 bits (conv_bf16dot.go).
+type colElem interface{ float32 | float64 | uint16 }
+
 // im2colRows fills rows [lo, hi) of im2colBlock's column matrix (row u = r*m + n).
-func im2colRows[T gemmFloat](col, x []T, g convGeom, p ConvParams, gi, m, lo, hi int) {
+func im2colRows[T colElem](col, x []T, g convGeom, p ConvParams, gi, m, lo, hi int) {
 	khw, hw := g.KH*g.KW, g.H*g.W
 	pw := pointwise(g, p)
 	{

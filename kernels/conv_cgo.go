@@ -150,6 +150,34 @@ CLONES static void hpusim_im2col(float *restrict col, const float *restrict x, c
 	}
 }
 
+// im2col of bfloat16 bits (the VDPBF16PS convolution's columns): the plain row loop, a
+// copy per source row.
+static void hpusim_im2col_u16(uint16_t *restrict col, const uint16_t *restrict x, const conv_geom *g) {
+	const int64_t khw = g->kh * g->kw, hw = g->h * g->w, P = g->oh * g->ow, OW = g->ow;
+	for (int64_t r = 0; r < g->cg * khw; r++) {
+		int64_t c = r / khw, k = r % khw, kh = k / g->kw, kw = k % g->kw;
+		const uint16_t *plane = x + c * hw;
+		uint16_t *dst = col + r * P;
+		int64_t lo, hi, off = conv_span(kw, g->w, OW, g->sw, g->pw, g->dw, &lo, &hi);
+		for (int64_t oh = 0; oh < g->oh; oh++) {
+			int64_t ih = oh * g->sh - g->ph + kh * g->dh;
+			uint16_t *row = dst + oh * OW;
+			if (ih < 0 || ih >= g->h) {
+				memset(row, 0, OW * sizeof *row);
+				continue;
+			}
+			const uint16_t *src = plane + ih * g->w;
+			memset(row, 0, lo * sizeof *row);
+			memset(row + hi, 0, (OW - hi) * sizeof *row);
+			if (g->sw == 1) {
+				memcpy(row + lo, src + lo + off, (hi - lo) * sizeof *row);
+				continue;
+			}
+			for (int64_t i = lo; i < hi; i++) row[i] = src[i * g->sw + off];
+		}
+	}
+}
+
 // acc += the terms of (kh, kw) (source row srow, input columns [a, b)) for the eight
 // input columns from j: +0 for columns the kernel tap does not reach.
 #define C2I_ADD(acc, j) do { \
@@ -343,6 +371,17 @@ func im2colF32(col, x []float32, g convGeom, p ConvParams, gi int) {
 	_ = x[(gi+1)*g.Cg*g.H*g.W-1]
 	cg := cConvGeom(g, p)
 	C.hpusim_im2col((*C.float)(&col[0]), (*C.float)(&x[gi*g.Cg*g.H*g.W]), &cg)
+}
+
+// im2colU16 is im2colRows(col, x, g, p, gi, 1, 0, g.Kc) for bfloat16 bits.
+func im2colU16(col, x []uint16, g convGeom, p ConvParams, gi int) {
+	if g.Kc == 0 || g.P == 0 {
+		return
+	}
+	_ = col[g.Kc*g.P-1]
+	_ = x[(gi+1)*g.Cg*g.H*g.W-1]
+	cg := cConvGeom(g, p)
+	C.hpusim_im2col_u16((*C.uint16_t)(&col[0]), (*C.uint16_t)(&x[gi*g.Cg*g.H*g.W]), &cg)
 }
 
 // col2imF32 is col2imRows(dx, col, g, p, gi, 1, 0, g.Cg): group gi's planes of one sample.

@@ -120,9 +120,10 @@ func abs64(v float64) float64 {
 	return v
 }
 
-// bfloat16 convolutions widen to the float32 per-sample path; they must agree with the
-// generic (blocked, convert-per-block) path to within two bf16 ulps, forward and
-// backward (the two sum in different orders before rounding once).
+// bfloat16 convolutions run on the VDPBF16PS kernel (where the CPU has it) or widen to the
+// float32 per-sample path; both must agree with the generic (blocked, convert-per-block)
+// path to within two bf16 ulps, forward and backward (they sum in different orders
+// before rounding once), over strides, padding, dilation, groups, 1x1 and one channel.
 func TestConvBF16WidenedMatchesGeneric(t *testing.T) {
 	r := rand.New(rand.NewSource(6))
 	bf := func(n int) []uint16 {
@@ -136,32 +137,48 @@ func TestConvBF16WidenedMatchesGeneric(t *testing.T) {
 		return Tensor{Ptr: unsafe.Pointer(&p[0]), DType: BFloat16, Sizes: []int64{int64(s[0]), int64(s[1]), int64(s[2]), int64(s[3])},
 			Strides: []int64{int64(s[1] * s[2] * s[3]), int64(s[2] * s[3]), int64(s[3]), 1}}
 	}
-	p := ConvParams{1, 1, 1, 1, 1, 1, 1}
-	xs, ws, ys := [4]int{3, 4, 8, 8}, [4]int{5, 4, 3, 3}, [4]int{3, 5, 8, 8}
-	x, w, b, gy := bf(3*4*64), bf(5*4*9), bf(5), bf(3*5*64)
-	bt := Tensor{Ptr: unsafe.Pointer(&b[0]), DType: BFloat16, Sizes: []int64{5}, Strides: []int64{1}}
-	run := func(perSample bool) (y, gx, gw, gb []uint16) {
-		old := convPerSample
-		convPerSample = perSample
-		defer func() { convPerSample = old }()
-		y, gx, gw, gb = make([]uint16, 3*5*64), make([]uint16, len(x)), make([]uint16, len(w)), make([]uint16, 5)
-		if err := Conv2dForward(t4(y, ys), t4(x, xs), t4(w, ws), &bt, p); err != nil {
-			t.Fatal(err)
+	for _, c := range []struct {
+		N, C, O, H, W, K int
+		p                ConvParams
+	}{
+		{3, 4, 5, 8, 8, 3, ConvParams{1, 1, 1, 1, 1, 1, 1}},
+		{2, 1, 16, 9, 7, 3, ConvParams{1, 1, 1, 1, 1, 1, 1}},    // one input channel: Kc = 9, odd
+		{2, 6, 4, 9, 10, 3, ConvParams{2, 2, 1, 0, 1, 1, 2}},    // stride 2, groups 2
+		{2, 3, 5, 11, 9, 3, ConvParams{1, 1, 2, 2, 2, 2, 1}},    // dilation 2
+		{3, 8, 6, 5, 5, 1, ConvParams{1, 1, 0, 0, 1, 1, 1}},     // pointwise
+		{2, 16, 32, 14, 14, 3, ConvParams{1, 1, 1, 1, 1, 1, 1}}, // the CNN's second layer
+	} {
+		p := c.p
+		OH := (c.H+2*p.PadH-p.DilH*(c.K-1)-1)/p.StrideH + 1
+		OW := (c.W+2*p.PadW-p.DilW*(c.K-1)-1)/p.StrideW + 1
+		xs, ws, ys := [4]int{c.N, c.C, c.H, c.W}, [4]int{c.O, c.C / p.Groups, c.K, c.K}, [4]int{c.N, c.O, OH, OW}
+		x, w, b, gy := bf(c.N*c.C*c.H*c.W), bf(c.O*c.C/p.Groups*c.K*c.K), bf(c.O), bf(c.N*c.O*OH*OW)
+		bt := Tensor{Ptr: unsafe.Pointer(&b[0]), DType: BFloat16, Sizes: []int64{int64(c.O)}, Strides: []int64{1}}
+		run := func(perSample, dot bool) (y, gx, gw, gb []uint16) {
+			oldS, oldD := convPerSample, gemmBF16Dot
+			convPerSample, gemmBF16Dot = perSample, dot
+			defer func() { convPerSample, gemmBF16Dot = oldS, oldD }()
+			y, gx, gw, gb = make([]uint16, len(gy)), make([]uint16, len(x)), make([]uint16, len(w)), make([]uint16, c.O)
+			if err := Conv2dForward(t4(y, ys), t4(x, xs), t4(w, ws), &bt, p); err != nil {
+				t.Fatal(err)
+			}
+			gxt, gwt := t4(gx, xs), t4(gw, ws)
+			gbt := Tensor{Ptr: unsafe.Pointer(&gb[0]), DType: BFloat16, Sizes: []int64{int64(c.O)}, Strides: []int64{1}}
+			if err := Conv2dBackward(&gxt, &gwt, &gbt, t4(gy, ys), t4(x, xs), t4(w, ws), p); err != nil {
+				t.Fatal(err)
+			}
+			return
 		}
-		gxt, gwt := t4(gx, xs), t4(gw, ws)
-		gbt := Tensor{Ptr: unsafe.Pointer(&gb[0]), DType: BFloat16, Sizes: []int64{5}, Strides: []int64{1}}
-		if err := Conv2dBackward(&gxt, &gwt, &gbt, t4(gy, ys), t4(x, xs), t4(w, ws), p); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	y1, gx1, gw1, gb1 := run(true)
-	y2, gx2, gw2, gb2 := run(false)
-	for name, pair := range map[string][2][]uint16{"y": {y1, y2}, "gx": {gx1, gx2}, "gw": {gw1, gw2}, "gb": {gb1, gb2}} {
-		for i := range pair[0] {
-			a, c := BF16ToF32(pair[0][i]), BF16ToF32(pair[1][i])
-			if d := float64(a - c); d > 1.0/128*(1+abs64(float64(c))) || d < -1.0/128*(1+abs64(float64(c))) {
-				t.Fatalf("%s[%d]: widened %v generic %v", name, i, a, c)
+		y0, gx0, gw0, gb0 := run(false, false)
+		for _, dot := range []bool{true, false} {
+			y1, gx1, gw1, gb1 := run(true, dot)
+			for name, pair := range map[string][2][]uint16{"y": {y1, y0}, "gx": {gx1, gx0}, "gw": {gw1, gw0}, "gb": {gb1, gb0}} {
+				for i := range pair[0] {
+					a, g := BF16ToF32(pair[0][i]), BF16ToF32(pair[1][i])
+					if d := float64(a - g); d > 1.0/128*(1+abs64(float64(g))) || d < -1.0/128*(1+abs64(float64(g))) {
+						t.Fatalf("%+v dot=%v: %s[%d]: per-sample %v generic %v", c, dot, name, i, a, g)
+					}
+				}
 			}
 		}
 	}

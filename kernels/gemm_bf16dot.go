@@ -43,7 +43,7 @@ func bgemmBF16Dot(cbuf []float32, a, b Tensor, B, M, N, K int) {
 			for bi := int(lo); bi < int(hi); bi++ {
 				bf16DotPackA(pa, batchA(bi), a.Strides[1], a.Strides[2], M, K)
 				bf16DotPackB(pb, batchB(bi), b.Strides[1], b.Strides[2], K, 0, N)
-				bf16DotGemm(pa, pb, M, N, K, cAt(bi, 0), N)
+				bf16DotGemm(pa, pb, M, N, K, cAt(bi, 0), N, false)
 			}
 		})
 		return
@@ -66,7 +66,7 @@ func bgemmBF16Dot(cbuf []float32, a, b Tensor, B, M, N, K int) {
 			fb, pb := bf16Scratch(bLen(n1 - n0))
 			defer putF32(fb)
 			bf16DotPackB(pb, batchB(bi), b.Strides[1], b.Strides[2], K, n0, n1)
-			bf16DotGemm(pa, pb, M, n1-n0, K, cAt(bi, n0), N)
+			bf16DotGemm(pa, pb, M, n1-n0, K, cAt(bi, n0), N, false)
 		})
 	}
 }

@@ -28,6 +28,24 @@ int hpusim_bf16dot_supported(void) {
 // width lines, [ceil(k/2)][width][2] each, zero past the last line and past k.
 static void pack_pairs(uint16_t *dst, const uint16_t *src, int64_t ls, int64_t ks, int64_t lines, int64_t k, int width) {
 	int64_t k2 = (k + 1) / 2, panels = (lines + width - 1) / width;
+	if (ls == 1 && ks != 1) {
+		// Adjacent lines (a row-major B, an im2col matrix): each pair interleaves two
+		// contiguous source rows, read and written in order.
+		for (int64_t p = 0; p < panels; p++) {
+			int64_t l0 = p * width;
+			int wn = lines - l0 < width ? (int)(lines - l0) : width;
+			for (int64_t kk = 0; kk < k2; kk++) {
+				uint16_t *e = dst + (p * k2 + kk) * width * 2;
+				const uint16_t *r0 = src + l0 + 2 * kk * ks, *r1 = r0 + ks;
+				if (2 * kk + 1 < k)
+					for (int w = 0; w < wn; w++) { e[2 * w] = r0[w]; e[2 * w + 1] = r1[w]; }
+				else
+					for (int w = 0; w < wn; w++) { e[2 * w] = r0[w]; e[2 * w + 1] = 0; }
+				for (int w = wn; w < width; w++) e[2 * w] = e[2 * w + 1] = 0;
+			}
+		}
+		return;
+	}
 	for (int64_t p = 0; p < panels; p++) {
 		uint16_t *d = dst + p * k2 * width * 2;
 		for (int w = 0; w < width; w++) {
@@ -93,13 +111,16 @@ static void tile(const uint16_t *pa, const uint16_t *pb, int64_t k2, float *c, i
 	}
 }
 
-// c[i*ldc + j] = sum_k A[i, k] B[k, j] for i < m, j < n, from A's panels (all of its rows)
-// and the panels of B's n columns. The k pairs are taken in blocks of KC2, each added in
-// k order into c, so each element's sum runs in the same order whatever m and n are.
-void hpusim_bf16dot_gemm(const uint16_t *pa, const uint16_t *pb, int64_t m, int64_t n, int64_t k, float *c, int64_t ldc) {
+// c[i*ldc + j] = sum_k A[i, k] B[k, j] for i < m, j < n (add: c += that sum), from A's
+// panels (all of its rows) and the panels of B's n columns. The k pairs are taken in
+// blocks of KC2, each added in k order into c, so each element's sum runs in the same
+// order whatever m and n are.
+void hpusim_bf16dot_gemm(const uint16_t *pa, const uint16_t *pb, int64_t m, int64_t n, int64_t k, float *c, int64_t ldc,
+                         int add) {
 	int64_t k2 = (k + 1) / 2, mp = (m + MR - 1) / MR, np = (n + NR - 1) / NR;
 	if (k2 == 0) {
-		for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, n * sizeof(float));
+		if (!add)
+			for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, n * sizeof(float));
 		return;
 	}
 	for (int64_t k0 = 0; k0 < k2; k0 += KC2) {
@@ -109,7 +130,7 @@ void hpusim_bf16dot_gemm(const uint16_t *pa, const uint16_t *pb, int64_t m, int6
 			int nr = n - q * NR < NR ? (int)(n - q * NR) : NR;
 			for (int64_t p = 0; p < mp; p++) {
 				int mr = m - p * MR < MR ? (int)(m - p * MR) : MR;
-				tile(pa + (p * k2 + k0) * MR * 2, b, kb, c + p * MR * ldc + q * NR, ldc, mr, nr, k0 > 0);
+				tile(pa + (p * k2 + k0) * MR * 2, b, kb, c + p * MR * ldc + q * NR, ldc, mr, nr, add || k0 > 0);
 			}
 		}
 	}
@@ -142,8 +163,12 @@ func bf16DotPackB(dst []uint16, b unsafe.Pointer, rs, cs int64, k, n0, n1 int) {
 }
 
 // bf16DotGemm sets the m×n float32 block at c (row stride ldc) to the product of the
-// packed panels.
-func bf16DotGemm(pa, pb []uint16, m, n, k int, c unsafe.Pointer, ldc int) {
+// packed panels, or adds the product to it (add).
+func bf16DotGemm(pa, pb []uint16, m, n, k int, c unsafe.Pointer, ldc int, add bool) {
+	a := C.int(0)
+	if add {
+		a = 1
+	}
 	C.hpusim_bf16dot_gemm((*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(pa))), (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(pb))),
-		C.int64_t(m), C.int64_t(n), C.int64_t(k), (*C.float)(c), C.int64_t(ldc))
+		C.int64_t(m), C.int64_t(n), C.int64_t(k), (*C.float)(c), C.int64_t(ldc), a)
 }

@@ -20,6 +20,6 @@ func bf16DotPackB(dst []uint16, b unsafe.Pointer, rs, cs int64, k, n0, n1 int) {
 	panic("bf16 dot GEMM needs cgo on amd64")
 }
 
-func bf16DotGemm(pa, pb []uint16, m, n, k int, c unsafe.Pointer, ldc int) {
+func bf16DotGemm(pa, pb []uint16, m, n, k int, c unsafe.Pointer, ldc int, add bool) {
 	panic("bf16 dot GEMM needs cgo on amd64")
 }
