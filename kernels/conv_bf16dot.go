@@ -1,9 +1,6 @@
 package kernels
 
-import (
-	"sync"
-	"unsafe"
-)
+import "unsafe"
 
 // bfloat16 convolution on the VDPBF16PS GEMM (gemm_bf16dot.go), one sample at a time as in
 // conv_sample.go, with no operand widened in memory: im2col moves bfloat16 bits, the
@@ -115,12 +112,7 @@ func convBwdBF16Dot(gin *Tensor, dw, db []float32, gout, in, weight Tensor, g co
 	aLen := (g.Og + bf16DotMR - 1) / bf16DotMR * bf16DotMR * k2(g.P) * 2  // dY rows, k = P
 	bwLen := (g.Kc + bf16DotNR - 1) / bf16DotNR * bf16DotNR * k2(g.P) * 2 // cols^T, k = P
 	biLen := (g.P + bf16DotNR - 1) / bf16DotNR * bf16DotNR * k2(g.Og) * 2 // dY, k = Og
-	type part struct {
-		lo int64
-		dw []float32
-	}
-	var parts []part
-	var partsMu sync.Mutex
+	var parts gradParts[float32]                                          // one dW partial per chunk of samples
 	ParallelFor(int64(g.N), sampleCost(g), func(lo, hi int64) {
 		cf, cb := bf16Scratch(g.Kc * g.P)
 		defer putF32(cf)
@@ -174,27 +166,9 @@ func convBwdBF16Dot(gin *Tensor, dw, db []float32, gout, in, weight Tensor, g co
 			}
 		}
 		if pdw != nil {
-			partsMu.Lock()
-			parts = append(parts, part{lo, pdw})
-			partsMu.Unlock()
+			parts.add(lo, pdw)
 		}
 	})
-	if dw != nil {
-		// Chunks in sample order, so the sum is the same whatever order workers finished.
-		for i := 1; i < len(parts); i++ {
-			for j := i; j > 0 && parts[j].lo < parts[j-1].lo; j-- {
-				parts[j], parts[j-1] = parts[j-1], parts[j]
-			}
-		}
-		for _, pt := range parts {
-			for i, v := range pt.dw {
-				dw[i] += v
-			}
-		}
-	}
-	for n := 0; n < g.N && db != nil; n++ {
-		for o := 0; o < g.O; o++ {
-			db[o] += sums[n*g.O+o]
-		}
-	}
+	parts.sumInto(dw)
+	addSampleSums(db, sums, g.N, g.O)
 }

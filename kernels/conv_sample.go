@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"sort"
 	"sync"
 	"unsafe"
 )
@@ -74,13 +75,7 @@ func convBwdSamples[T gemmFloat](gin *Tensor, dw, db []T, gout, in Tensor, w []T
 	if db != nil {
 		sums = make([]T, g.N*g.O)
 	}
-	// One dW partial per chunk of samples, summed in chunk order afterwards.
-	type part struct {
-		lo int64
-		dw []T
-	}
-	var parts []part
-	var partsMu sync.Mutex
+	var parts gradParts[T] // one dW partial per chunk of samples
 	ParallelFor(int64(g.N), sampleCost(g), func(lo, hi int64) {
 		var cb *[]T
 		if !pw || gin != nil {
@@ -124,29 +119,50 @@ func convBwdSamples[T gemmFloat](gin *Tensor, dw, db []T, gout, in Tensor, w []T
 			}
 		}
 		if pdw != nil {
-			partsMu.Lock()
-			parts = append(parts, part{lo, pdw})
-			partsMu.Unlock()
+			parts.add(lo, pdw)
 		}
 	})
-	if dw != nil {
-		// Chunks in sample order, so the sum is the same whatever order workers finished.
-		for i := 1; i < len(parts); i++ {
-			for j := i; j > 0 && parts[j].lo < parts[j-1].lo; j-- {
-				parts[j], parts[j-1] = parts[j-1], parts[j]
-			}
-		}
-		for _, pt := range parts {
-			for i, v := range pt.dw {
-				dw[i] += v
-			}
+	parts.sumInto(dw)
+	addSampleSums(db, sums, g.N, g.O)
+}
+
+// gradParts collects the workers' partial weight gradients, one per chunk of samples.
+type gradParts[T gemmFloat] struct {
+	mu    sync.Mutex
+	parts []gradPart[T]
+}
+
+type gradPart[T gemmFloat] struct {
+	lo int64 // the chunk's first sample
+	dw []T
+}
+
+func (g *gradParts[T]) add(lo int64, dw []T) {
+	g.mu.Lock()
+	g.parts = append(g.parts, gradPart[T]{lo, dw})
+	g.mu.Unlock()
+}
+
+// sumInto adds the partials into dw (when non-nil) in sample order, so the sum is the
+// same whatever order the workers finished in.
+func (g *gradParts[T]) sumInto(dw []T) {
+	if dw == nil {
+		return
+	}
+	sort.Slice(g.parts, func(a, b int) bool { return g.parts[a].lo < g.parts[b].lo })
+	for _, pt := range g.parts {
+		for i, v := range pt.dw {
+			dw[i] += v
 		}
 	}
-	if db != nil {
-		for n := 0; n < g.N; n++ {
-			for o := 0; o < g.O; o++ {
-				db[o] += sums[n*g.O+o]
-			}
+}
+
+// addSampleSums adds the per-sample channel sums (sums[n*o + c]) into db (when non-nil)
+// in sample order.
+func addSampleSums[T gemmFloat](db, sums []T, n, o int) {
+	for i := 0; i < n && db != nil; i++ {
+		for c := 0; c < o; c++ {
+			db[c] += sums[i*o+c]
 		}
 	}
 }
