@@ -120,7 +120,12 @@ func convBwdBF16Dot(gin *Tensor, dw, db []float32, gout, in, weight Tensor, g co
 		defer putF32(bf)
 		af, pa := bf16Scratch(aLen)
 		defer putF32(af)
-		var pdw, dcol, dx []float32
+		var pdw, dcol, dx, dyw []float32
+		if sums != nil {
+			yf := getF32(g.O * g.P)
+			defer putF32(yf)
+			dyw = *yf
+		}
 		if dw != nil {
 			pdw = make([]float32, len(dw))
 		}
@@ -134,13 +139,9 @@ func convBwdBF16Dot(gin *Tensor, dw, db []float32, gout, in, weight Tensor, g co
 		for n := int(lo); n < int(hi); n++ {
 			dy := sample16(gout, n)
 			if sums != nil {
-				for o := 0; o < g.O; o++ {
-					var s float32
-					for _, v := range dy[o*g.P : (o+1)*g.P] {
-						s += BF16ToF32(v)
-					}
-					sums[n*g.O+o] = s
-				}
+				// Widened exactly, then each row summed in order from zero.
+				bf16ToF32s(dyw, dy)
+				convRowSums(dyw, sums[n*g.O:(n+1)*g.O], g.O, g.P)
 			}
 			if pdw != nil {
 				x := sample16(in, n)
