@@ -33,19 +33,20 @@ var blasMu sync.RWMutex
 
 // blasThreadedMin is the smallest product (m*n*k) that runs on OpenBLAS's own threads:
 // its threaded driver shares each packed panel between its threads, which the split in
-// blasGemm cannot (every part packs the whole of the other operand): on 2 cores the split
-// measured 0.74-0.86x direct 2-thread OpenBLAS at 512^3 and 1024^3, OpenBLAS's threads
-// 0.9-0.96x. Below it they cost more than they save: a sleeping OpenBLAS thread takes tens
-// of µs to wake, and after each call it spins against hpusim's own workers (with every
-// product threaded, a transformer training step took 19 -> 24 ms). 2^27 multiply-adds
-// (512^3) take over a millisecond. HPUSIM_BLAS_THREADED=0 never threads. (Results agree
-// with the split's to rounding; which one runs depends only on the size when no other
-// BLAS call is in flight.)
+// blasGemm cannot (every part packs the whole of the other operand). Against direct
+// 2-thread OpenBLAS the split measured 0.67x at 256^3, 0.74-0.86x at 512^3 and 1024^3
+// and 0.77-0.86x on a 64x1024x1024 linear layer; OpenBLAS's threads 0.81, 0.93-0.97 and
+// 0.91. Those threads wait on each other, so nothing else may spin on the cores
+// meanwhile: hpusim's idle workers park for the call (without that, threading every
+// split-sized product made a transformer step 19 -> 23 ms; with it, and this threshold,
+// training steps are unchanged), and lazy mode, where the host records concurrently,
+// never threads (SerialBLAS). Below 2^24 multiply-adds (~0.1 ms) waking OpenBLAS's
+// thread costs more than it saves. HPUSIM_BLAS_THREADED=0 never threads.
 var blasThreadedMin = func() float64 {
 	if os.Getenv("HPUSIM_BLAS_THREADED") == "0" {
 		return math.Inf(1)
 	}
-	return 1 << 27
+	return 1 << 24
 }()
 
 // blasThreadsOff keeps every product off OpenBLAS's threads (see SerialBLAS).
@@ -69,6 +70,9 @@ func blasGemmThreaded[T gemmFloat](w int, tA, tB bool, m, n, k int, alpha T, a u
 		return false
 	}
 	defer blasMu.Unlock()
+	// hpusim's idle workers park instead of spinning into OpenBLAS's threads.
+	workPool.hush.Store(true)
+	defer workPool.hush.Store(false)
 	C.openblas_set_num_threads(C.int(w))
 	defer C.openblas_set_num_threads(1)
 	blasCall(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)

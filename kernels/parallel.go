@@ -73,7 +73,7 @@ func RunParts(parts int, fn func(i int)) {
 	// blocked caller pays a thread wake-up when they are done), then block.
 	start := time.Now()
 	for spins := 1; j.pending.Load() > 0; spins++ {
-		if spins&1023 == 0 && time.Since(start) >= spinWait {
+		if spins&1023 == 0 && time.Since(start) >= spinWait() {
 			<-j.done
 			break
 		}
@@ -127,6 +127,7 @@ func (j *poolJob) runPart(i int) {
 // other goroutines are held up by it for tens of microseconds at most.
 type pool struct {
 	busy    atomic.Bool // a RunParts call owns the helpers
+	hush    atomic.Bool // park now: OpenBLAS's threads need the cores (blasGemmThreaded)
 	seq     atomic.Uint64
 	job     atomic.Pointer[poolJob]
 	mu      sync.Mutex // guards helpers
@@ -140,14 +141,18 @@ type poolHelper struct {
 
 var workPool pool
 
-// spinWait is how long an idle helper spins before it parks: HPUSIM_SPIN_US
-// microseconds (default 200; 0 parks at once).
-var spinWait = func() time.Duration {
-	if v, err := strconv.Atoi(os.Getenv("HPUSIM_SPIN_US")); err == nil && v >= 0 {
-		return time.Duration(v) * time.Microsecond
+// spinWaitNs is how long an idle helper spins before it parks: HPUSIM_SPIN_US
+// microseconds (default 200; 0 parks at once). Atomic so tests may change it.
+var spinWaitNs = func() *atomic.Int64 {
+	v := new(atomic.Int64)
+	v.Store(int64(200 * time.Microsecond))
+	if us, err := strconv.Atoi(os.Getenv("HPUSIM_SPIN_US")); err == nil && us >= 0 {
+		v.Store(int64(time.Duration(us) * time.Microsecond))
 	}
-	return 200 * time.Microsecond
+	return v
 }()
+
+func spinWait() time.Duration { return time.Duration(spinWaitNs.Load()) }
 
 func (p *pool) publish(j *poolJob) {
 	want := Workers() - 1
@@ -189,7 +194,7 @@ func (p *pool) await(h *poolHelper, seen uint64) uint64 {
 		if i&1023 != 1023 {
 			continue
 		}
-		if time.Since(start) >= spinWait {
+		if time.Since(start) >= spinWait() || p.hush.Load() {
 			// Park. publish stores seq before it looks at parked, and we set parked
 			// before we look at seq again, so one of us sees the other: no lost wake-up.
 			h.parked.Store(true)

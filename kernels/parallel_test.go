@@ -42,7 +42,7 @@ func TestRunPartsAfterHelpersPark(t *testing.T) {
 	// the wake-up path must not lose a job.
 	withWorkers(t, 3, func() {
 		for rep := 0; rep < 5; rep++ {
-			time.Sleep(spinWait + 2*time.Millisecond)
+			time.Sleep(spinWait() + 2*time.Millisecond)
 			for i, n := range countParts(6) {
 				if n != 1 {
 					t.Fatalf("rep %d: part %d ran %d times", rep, i, n)
@@ -139,4 +139,43 @@ func TestRunPartsPanicAfterAllParts(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHushParksSpinningHelpers: while hush is set (OpenBLAS's threads run), idle helpers
+// park at once instead of spinning out their window, and the next job still wakes them.
+func TestHushParksSpinningHelpers(t *testing.T) {
+	if Workers() < 2 {
+		t.Skip("needs 2 workers")
+	}
+	old := spinWaitNs.Load()
+	spinWaitNs.Store(int64(time.Hour)) // without hush they would spin all test long
+	defer spinWaitNs.Store(old)
+	RunParts(4, func(int) {}) // helpers exist and are spinning now
+	workPool.hush.Store(true)
+	parked := func() bool {
+		workPool.mu.Lock()
+		defer workPool.mu.Unlock()
+		for _, h := range workPool.helpers {
+			if !h.parked.Load() {
+				return false
+			}
+		}
+		return len(workPool.helpers) > 0
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !parked() {
+		if time.Now().After(deadline) {
+			workPool.hush.Store(false)
+			t.Fatal("helpers still spinning 2 s after hush")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	workPool.hush.Store(false)
+	var ran [8]atomic.Bool
+	RunParts(len(ran), func(i int) { ran[i].Store(true) })
+	for i := range ran {
+		if !ran[i].Load() {
+			t.Fatalf("part %d did not run after the helpers parked", i)
+		}
+	}
 }
