@@ -64,9 +64,12 @@ func SerialBLAS() { blasThreadsOff.Store(true) }
 // other BLAS call is in flight, and reports whether it did.
 func blasGemmThreaded[T gemmFloat](w int, tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, lda int,
 	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) bool {
+	if float64(m)*float64(n)*float64(k) < blasThreadedMin || blasThreadsOff.Load() {
+		return false
+	}
 	// A RunParts in flight means this may be one of its parts, with a sibling part
-	// about to call BLAS single-threaded.
-	if float64(m)*float64(n)*float64(k) < blasThreadedMin || blasThreadsOff.Load() || workPool.busy.Load() || !blasMu.TryLock() {
+	// about to call BLAS single-threaded; a held lock, that a call is in flight.
+	if workPool.busy.Load() || !blasMu.TryLock() {
 		return false
 	}
 	defer blasMu.Unlock()
@@ -89,11 +92,11 @@ func cTrans(t bool) C.enum_CBLAS_TRANSPOSE {
 	return C.CblasNoTrans
 }
 
-// blasGemm computes row-major C = alpha*op(A)*op(B) + beta*C (m×n, inner k). A very
-// large product runs on OpenBLAS's threads; a large one is split by rows or columns of C
-// over the workers. Each element's arithmetic is that of one sgemm
-// call on its part, so neither changes results beyond which kernel edge handles which
-// element.
+// blasGemm computes row-major C = alpha*op(A)*op(B) + beta*C (m×n, inner k). A product
+// of blasThreadedMin or more runs on OpenBLAS's threads when it may; a large one is
+// otherwise split by rows or columns of C over the workers. Each element's arithmetic is
+// that of one sgemm call on its part, so neither changes results beyond which kernel edge
+// handles which element.
 func blasGemm[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, lda int,
 	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) {
 	w := Workers()

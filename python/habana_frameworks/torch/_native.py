@@ -62,10 +62,9 @@ _AVX512 = ("avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl")
 def openblas_coretype(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     """The kernel set OpenBLAS should use where its own CPU detection picks a weaker one.
 
-    OpenBLAS before 0.3.22 (Debian 12 ships 0.3.21) maps every AMD Zen to its AVX2
-    "Haswell" kernels, although Zen 4 and later have AVX-512: there the "SkylakeX" kernels
-    run sgemm about 1.8x faster. Intel CPUs with AVX-512 are detected correctly, so this
-    answers only for AMD ones."""
+    OpenBLAS 0.3.21 (Debian 12's) runs its AVX2 "Haswell" kernels on AMD Zen 4, although
+    Zen 4 has AVX-512: there its "SkylakeX" kernels run sgemm about 1.8x faster. It picks
+    the AVX-512 kernels on Intel CPUs that have them, so this answers only for AMD ones."""
     try:
         with open(cpuinfo) as f:
             vendor, flags = "", set()
