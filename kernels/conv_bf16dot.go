@@ -24,12 +24,6 @@ func convBF16DotOK(g convGeom, ts ...*Tensor) bool {
 	return true
 }
 
-// sample16 is sample n of the dense-planed bfloat16 t.
-func sample16(t Tensor, n int) []uint16 {
-	per := t.Sizes[1] * t.Sizes[2] * t.Sizes[3]
-	return unsafe.Slice((*uint16)(at(t.Ptr, int64(n)*t.Strides[0]*2)), per)
-}
-
 // packWeightGroups packs each group's weight rows (transposed: its columns) as VDPBF16PS
 // A panels, one after another, and returns them with the length of one group's panels.
 func packWeightGroups(weight Tensor, g convGeom, transposed bool) ([]uint16, *[]float32, int) {
@@ -80,7 +74,7 @@ func convFwdBF16Dot(out, in, weight Tensor, bias *Tensor, g convGeom, p ConvPara
 		defer putF32(yf)
 		y := *yf
 		for n := int(lo); n < int(hi); n++ {
-			x := sample16(in, n)
+			x := sampleSlice[uint16](in, n)
 			for gi := 0; gi < g.G; gi++ {
 				col := groupCols16(x, cb, g, p, gi)
 				bf16DotPackB(pb, unsafe.Pointer(&col[0]), int64(g.P), 1, g.Kc, 0, g.P)
@@ -89,7 +83,7 @@ func convFwdBF16Dot(out, in, weight Tensor, bias *Tensor, g convGeom, p ConvPara
 			if b != nil {
 				convBiasAdd(y, b, g.O, g.P)
 			}
-			f32ToBF16s(sample16(out, n), y)
+			f32ToBF16s(sampleSlice[uint16](out, n), y)
 		}
 	})
 }
@@ -137,14 +131,14 @@ func convBwdBF16Dot(gin *Tensor, dw, db []float32, gout, in, weight Tensor, g co
 			dcol, dx = *df, *xf
 		}
 		for n := int(lo); n < int(hi); n++ {
-			dy := sample16(gout, n)
+			dy := sampleSlice[uint16](gout, n)
 			if sums != nil {
 				// Widened exactly, then each row summed in order from zero.
 				bf16ToF32s(dyw, dy)
 				convRowSums(dyw, sums[n*g.O:(n+1)*g.O], g.O, g.P)
 			}
 			if pdw != nil {
-				x := sample16(in, n)
+				x := sampleSlice[uint16](in, n)
 				for gi := 0; gi < g.G; gi++ {
 					col := groupCols16(x, cb, g, p, gi)
 					bf16DotPackA(pa, unsafe.Pointer(&dy[gi*g.Og*g.P]), int64(g.P), 1, g.Og, g.P)
@@ -163,7 +157,7 @@ func convBwdBF16Dot(gin *Tensor, dw, db []float32, gout, in, weight Tensor, g co
 					}
 					col2imSample(dx, dcol, g, p, gi)
 				}
-				f32ToBF16s(sample16(*gin, n), dx)
+				f32ToBF16s(sampleSlice[uint16](*gin, n), dx)
 			}
 		}
 		if pdw != nil {

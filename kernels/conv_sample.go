@@ -35,8 +35,8 @@ func sampleConvOK[T gemmFloat](ts ...*Tensor) bool {
 	return true
 }
 
-// sampleSlice is sample n of the dense-planed t as a slice.
-func sampleSlice[T gemmFloat](t Tensor, n int) []T {
+// sampleSlice is sample n of the dense-planed t as a slice (of bfloat16 bits for T uint16).
+func sampleSlice[T colElem](t Tensor, n int) []T {
 	per := t.Sizes[1] * t.Sizes[2] * t.Sizes[3]
 	return unsafe.Slice((*T)(at(t.Ptr, int64(n)*t.Strides[0]*int64(t.DType.Size()))), per)
 }

@@ -41,7 +41,9 @@ func bgemmBF16Dot(cbuf []float32, a, b Tensor, B, M, N, K int) {
 			fb, pb := bf16Scratch(bLen(N))
 			defer putF32(fb)
 			for bi := int(lo); bi < int(hi); bi++ {
-				bf16DotPackA(pa, batchA(bi), a.Strides[1], a.Strides[2], M, K)
+				if bi == int(lo) || a.Strides[0] != 0 { // a broadcast A is packed once
+					bf16DotPackA(pa, batchA(bi), a.Strides[1], a.Strides[2], M, K)
+				}
 				bf16DotPackB(pb, batchB(bi), b.Strides[1], b.Strides[2], K, 0, N)
 				bf16DotGemm(pa, pb, M, N, K, cAt(bi, 0), N, false)
 			}
@@ -58,7 +60,9 @@ func bgemmBF16Dot(cbuf []float32, a, b Tensor, B, M, N, K int) {
 	per := (panels + parts - 1) / parts
 	parts = (panels + per - 1) / per
 	for bi := 0; bi < B; bi++ {
-		bf16DotPackA(pa, batchA(bi), a.Strides[1], a.Strides[2], M, K)
+		if bi == 0 || a.Strides[0] != 0 { // a broadcast A is packed once
+			bf16DotPackA(pa, batchA(bi), a.Strides[1], a.Strides[2], M, K)
+		}
 		// Each part packs and multiplies its own columns of B.
 		RunParts(parts, func(pi int) {
 			n0 := pi * per * bf16DotNR

@@ -38,6 +38,7 @@ func TestGemmBF16Dot(t *testing.T) {
 		{4, 16, 70, 7, false, true, true, true, 2, 0.25},
 		{5, 17, 40, 33, false, false, false, false, 1, 0},    // batches per worker
 		{2, 70, 200, 301, true, false, false, true, 1, 1},    // columns split per batch
+		{3, 64, 256, 64, false, false, true, false, 1, 0},    // columns split, broadcast A
 		{1, 64, 1024, 1024, false, true, false, false, 1, 0}, // the linear layer
 		{1, 300, 260, 270, true, true, false, true, 1, 1},
 	} {
