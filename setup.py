@@ -15,7 +15,8 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 LIB = ROOT / "python" / "habana_frameworks" / "torch" / "lib"
-GLUE_SRC = ROOT / "python" / "habana_frameworks" / "torch" / "csrc" / "hpu_glue.cpp"
+# The glue proper and the fast elementwise kernels (hpu_fast_ops.cpp), one library.
+GLUE_SRCS = sorted((ROOT / "python" / "habana_frameworks" / "torch" / "csrc").glob("*.cpp"))
 VERSION = "1.21.0.1"
 
 
@@ -38,7 +39,7 @@ def build_native(force: bool = False) -> None:
     glue = LIB / "libhpu_glue.so"
     stamp = LIB / "libhpu_glue.torch-version"
     fresh = (glue.exists() and stamp.exists() and stamp.read_text() == torch.__version__
-             and glue.stat().st_mtime > GLUE_SRC.stat().st_mtime)
+             and all(glue.stat().st_mtime > src.stat().st_mtime for src in GLUE_SRCS))
     if fresh and not force:
         return
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
@@ -46,7 +47,7 @@ def build_native(force: bool = False) -> None:
            "-Wno-deprecated-declarations"]
     for inc in cpp_extension.include_paths():
         cmd += ["-isystem", inc]
-    cmd += [GLUE_SRC, "-o", glue, "-L", LIB, "-lhpusim"]
+    cmd += [*GLUE_SRCS, "-o", glue, "-L", LIB, "-lhpusim"]
     for libdir in cpp_extension.library_paths():
         cmd += ["-L", libdir, f"-Wl,-rpath,{libdir}"]
     cmd += ["-lc10", "-ltorch_cpu", "-Wl,-rpath,$ORIGIN"]

@@ -113,6 +113,11 @@ def load() -> ctypes.CDLL:
         check(go.hpusim_init())
         _glue = ctypes.CDLL(glue_path, mode=ctypes.RTLD_GLOBAL)
         _glue.hpusim_glue_set_has_hpu.argtypes = [ctypes.c_int]
+        _glue.hpusim_glue_fast_ops.argtypes, _glue.hpusim_glue_fast_ops.restype = [ctypes.c_int], ctypes.c_int
+        _glue.hpusim_glue_fast_op_name.argtypes = [ctypes.c_int]
+        _glue.hpusim_glue_fast_op_name.restype = ctypes.c_char_p
+        _glue.hpusim_glue_fast_op_calls.argtypes = [ctypes.c_int]
+        _glue.hpusim_glue_fast_op_calls.restype = ctypes.c_int64
         return go
 
 
@@ -125,6 +130,22 @@ def glue() -> ctypes.CDLL:
         load()
     assert _glue is not None
     return _glue
+
+
+def fast_ops(on: bool) -> bool:
+    """Turn the glue's fast C++ kernels on or off (HPUSIM_FAST_OPS); returns the previous state."""
+    return bool(glue().hpusim_glue_fast_ops(1 if on else 0))
+
+
+def fast_op_counts() -> dict[str, int]:
+    """Calls the glue's fast C++ kernels served, by schema name ("aten::mul")."""
+    g = glue()
+    counts: dict[str, int] = {}
+    i = 0
+    while (name := g.hpusim_glue_fast_op_name(i)) is not None:
+        counts[name.decode()] = counts.get(name.decode(), 0) + int(g.hpusim_glue_fast_op_calls(i))
+        i += 1
+    return counts
 
 
 def last_error() -> str:

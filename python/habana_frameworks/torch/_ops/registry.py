@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import torch
 
+from .. import _native
 from . import fallback
 
 _NATIVE: dict[Any, Callable[..., Any]] = {}
@@ -44,10 +45,14 @@ def is_native(op) -> bool:
 
 
 def native_counts() -> dict[str, int]:
-    """Calls served natively, by schema name ("aten::add"), like fallback.counts() for the rest."""
+    """Calls served natively, by schema name ("aten::add"), like fallback.counts() for the rest:
+    by the Python lowerings and by the glue's fast C++ kernels (csrc/hpu_fast_ops.cpp)."""
     counts: collections.Counter[str] = collections.Counter()
     for op, n in list(_native_by_op.items()):
         counts[op._schema.name] += n
+    for name, n in _native.fast_op_counts().items():
+        if n:
+            counts[name] += n
     return dict(counts)
 
 
@@ -97,12 +102,19 @@ def _explicit_kernel(name: str):
     return kernel
 
 
+# The glue's fast C++ kernels (csrc/hpu_fast_ops.cpp) serve the common case of a few hot ops
+# at the HPU key and redispatch every other call of those ops to this key, which nothing
+# else uses, so that the fallback below serves them as it serves every other op.
+FAST_OPS_DEFER_KEY = "PrivateUse3"
+
+
 def install() -> None:
     """Install the fallback once; the Library objects must stay alive for it to stay."""
     global _lib, _aten_lib
     if _lib is None:
         _lib = torch.library.Library("_", "IMPL")
         _lib.fallback(hpu_kernel, "HPU")
+        _lib.fallback(hpu_kernel, FAST_OPS_DEFER_KEY)
         _aten_lib = torch.library.Library("aten", "IMPL")
         for name in EXPLICIT_HPU_OPS:
             _aten_lib.impl(name, _explicit_kernel(name), "HPU")

@@ -1,0 +1,352 @@
+// C++ kernels at the HPU key for the hottest elementwise ops.
+//
+// Every other op reaches the Python boxed fallback (_ops/registry.py `hpu_kernel`), which
+// costs ~10 us a call in dispatch, lowering and ctypes: for the small ops torch.optim and
+// the reference models issue hundreds of times a step, that is most of the host's time.
+// These kernels serve the common case of such an op, float32 or bfloat16 hpu operands of
+// the output's dtype (and Python scalars) that broadcast to the output, and pass the Go
+// core exactly the frame the Python lowering (_ops/elementwise.py `ew`) builds for it: same
+// Go op, operands, scalar dtypes and parameters, so results are bit for bit the same.
+// Any other call is redispatched to the Python fallback, which is also registered at the
+// otherwise unused PrivateUse3 key for this purpose: its checks, promotion, errors and
+// CPU fallback stay in one place.
+#include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/abs_ops.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addcdiv_ops.h>
+#include <ATen/ops/addcmul_ops.h>
+#include <ATen/ops/cos_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/erf_ops.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/expm1_ops.h>
+#include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/log1p_ops.h>
+#include <ATen/ops/log2_ops.h>
+#include <ATen/ops/log_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/reciprocal_ops.h>
+#include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/sin_ops.h>
+#include <ATen/ops/sqrt_ops.h>
+#include <ATen/ops/sub_ops.h>
+#include <ATen/ops/tanh_ops.h>
+#include <c10/util/BFloat16.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+
+extern "C" {
+int hpusim_op_id(char* name);
+int hpusim_run(int op, int64_t* desc, int ndesc, double* fl, int nf);
+int hpusim_last_error(char* buf, int n);
+}
+
+namespace hpusim_fast {
+
+// Where a call the fast path does not serve goes: the Python fallback's second home.
+static const c10::DispatchKeySet kPython(c10::DispatchKey::PrivateUse3);
+
+// HPUSIM_FAST_OPS=0 sends every call to the Python lowerings (for A/B and debugging).
+static std::atomic<bool> g_enabled{[] {
+  const char* v = std::getenv("HPUSIM_FAST_OPS");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}()};
+
+struct FastOp {
+  const char* aten;  // schema name, as registry.native_counts() reports it
+  const char* goop;  // the Go op
+  std::atomic<int> id{-2};  // the Go op id; -2 not looked up yet, -1 unknown to the core
+  std::atomic<int64_t> calls{0};
+};
+
+enum Op {
+  kAdd, kSub, kMul, kDiv, kLerp, kAddcmul, kAddcdiv,
+  kExp, kLog, kLog2, kLog1p, kExpm1, kSqrt, kRsqrt, kSin, kCos, kErf, kReciprocal,
+  kSigmoid, kTanh, kNeg, kAbs, kNumOps
+};
+
+static FastOp g_ops[kNumOps] = {
+    {"aten::add", "ew.add"},         {"aten::sub", "ew.add"},
+    {"aten::mul", "ew.mul"},         {"aten::div", "ew.div"},
+    {"aten::lerp", "ew.lerp"},       {"aten::addcmul", "ew.addcmul"},
+    {"aten::addcdiv", "ew.addcdiv"}, {"aten::exp", "ew.exp"},
+    {"aten::log", "ew.log"},         {"aten::log2", "ew.log2"},
+    {"aten::log1p", "ew.log1p"},     {"aten::expm1", "ew.expm1"},
+    {"aten::sqrt", "ew.sqrt"},       {"aten::rsqrt", "ew.rsqrt"},
+    {"aten::sin", "ew.sin"},         {"aten::cos", "ew.cos"},
+    {"aten::erf", "ew.erf"},         {"aten::reciprocal", "ew.reciprocal"},
+    {"aten::sigmoid", "ew.sigmoid"}, {"aten::tanh", "ew.tanh"},
+    {"aten::neg", "ew.neg"},         {"aten::abs", "ew.abs"},
+};
+
+static int go_id(FastOp& op) {
+  int id = op.id.load(std::memory_order_relaxed);
+  if (id == -2) {
+    id = hpusim_op_id(const_cast<char*>(op.goop));
+    op.id.store(id < 0 ? -1 : id, std::memory_order_relaxed);
+  }
+  return id;
+}
+
+constexpr int kMaxDim = 12;
+constexpr int kMaxOperands = 4;  // the output and up to three inputs
+constexpr int kFrameLen = 1 + kMaxOperands * (3 + 2 * kMaxDim) + 2;
+
+// A Python number operand, in the dtype the lowering converts it to.
+struct HostScalar {
+  float f32;
+  int64_t i64;
+  uint16_t bf16;
+};
+
+// The call frame of hpusim_run (see _native.run): tensor count, then per tensor its data
+// pointer, dtype, rank, sizes and strides; then the int arguments. Host scalars live here
+// too, so their pointers stay valid through the call (the Go core copies them at record).
+struct Frame {
+  int64_t v[kFrameLen];
+  int n = 1;
+  HostScalar host[kMaxOperands];
+  int nhost = 0;
+
+  Frame() { v[0] = 0; }
+
+  void add(const void* ptr, c10::ScalarType dt, at::IntArrayRef sizes, const int64_t* strides) {
+    v[n++] = reinterpret_cast<int64_t>(ptr);
+    v[n++] = static_cast<int64_t>(dt);
+    v[n++] = static_cast<int64_t>(sizes.size());
+    for (int64_t s : sizes) v[n++] = s;
+    for (size_t i = 0; i < sizes.size(); i++) v[n++] = strides[i];
+    v[0]++;
+  }
+};
+
+static bool is_reduced(c10::ScalarType dt) { return dt == c10::kBFloat16; }
+
+// An hpu input that may be read while `out` is written: the same tensor, separate memory,
+// or exactly the same elements. Anything else goes to Python (which serves it on the CPU).
+static bool overlap_ok(const at::Tensor& out, const at::Tensor& t) {
+  if (t.unsafeGetTensorImpl() == out.unsafeGetTensorImpl() || t.numel() == 0) return true;
+  if (t.storage().data() != out.storage().data()) return true;
+  return t.data_ptr() == out.data_ptr() && t.sizes() == out.sizes() && t.strides() == out.strides();
+}
+
+// Runs "ew" over out and inputs as the Python lowering would, or returns false (nothing
+// done) for a call only the Python path serves. keep_scalars: a float Python scalar goes
+// to Go as float32 and an int one as int64, as ew(keep_scalars=True) passes them; otherwise
+// scalars are converted to the output dtype.
+// weight: a float32 host scalar appended as the last input (lerp's Scalar weight), if given.
+static bool run_ew(Op which, const at::Tensor& out, std::initializer_list<const at::Tensor*> ins,
+                   bool keep_scalars, std::initializer_list<double> params = {},
+                   std::optional<double> weight = std::nullopt) {
+  // torch's check, which its structured kernels make before any backend runs and the
+  // Python path (a CPU fallback on copies) would not: an output partly sharing memory
+  // with an input raises, on or off the fast path.
+  for (const at::Tensor* t : ins) {
+    if (t->device() == out.device()) at::assert_no_partial_overlap(out, *t);
+  }
+  if (!g_enabled.load(std::memory_order_relaxed)) return false;
+  FastOp& op = g_ops[which];
+  const c10::ScalarType dt = out.scalar_type();
+  if ((dt != c10::kFloat && dt != c10::kBFloat16) || !out.device().is_hpu()) return false;
+  const int64_t nd = out.dim();
+  if (nd > kMaxDim || out.numel() == 0) return false;
+  at::IntArrayRef osz = out.sizes(), ost = out.strides();
+  for (int64_t i = 0; i < nd; i++) {
+    if (ost[i] == 0 && osz[i] > 1) return false;  // Python raises torch's error for this
+  }
+  // The inputs' broadcast shape must be the output's: Python resizes or raises otherwise.
+  int64_t bshape[kMaxDim];
+  for (int64_t i = 0; i < nd; i++) bshape[i] = 1;
+  int64_t bdim = 0;
+  const auto dev = out.device().index();
+  for (const at::Tensor* t : ins) {
+    if (t->device().is_hpu()) {
+      if (t->device().index() != dev || t->scalar_type() != dt || t->dim() > nd) return false;
+      if (!overlap_ok(out, *t)) return false;
+      const int64_t td = t->dim(), off = nd - td;
+      bdim = std::max(bdim, td);
+      for (int64_t j = 0; j < td; j++) {
+        int64_t s = t->size(j), &b = bshape[off + j];
+        if (s == b || s == 1) continue;
+        if (b != 1) return false;  // incompatible shapes: Python raises torch's error
+        b = s;
+      }
+    } else if (t->is_cpu()) {
+      if (t->dim() != 0 || !t->unsafeGetTensorImpl()->is_wrapped_number()) return false;
+      if (t->scalar_type() != c10::kDouble && t->scalar_type() != c10::kLong) return false;
+    } else {
+      return false;
+    }
+  }
+  if (bdim != nd) return false;
+  for (int64_t i = 0; i < nd; i++) {
+    if (bshape[i] != osz[i]) return false;
+  }
+  const int id = go_id(op);
+  if (id < 0) return false;
+
+  Frame f;
+  f.add(out.data_ptr(), dt, osz, ost.data());
+  int64_t zeros[kMaxDim] = {0};
+  for (const at::Tensor* t : ins) {
+    if (t->device().is_hpu()) {
+      // t.expand(out.shape): stride 0 along broadcast dimensions.
+      int64_t st[kMaxDim];
+      const int64_t td = t->dim(), off = nd - td;
+      for (int64_t i = 0; i < nd; i++) {
+        int64_t j = i - off;
+        st[i] = (j < 0 || t->size(j) != osz[i]) ? 0 : t->stride(j);
+      }
+      f.add(t->data_ptr(), dt, osz, st);
+      continue;
+    }
+    HostScalar& h = f.host[f.nhost++];
+    const bool is_int = t->scalar_type() == c10::kLong;
+    const double d = is_int ? 0.0 : *t->const_data_ptr<double>();
+    const int64_t i = is_int ? *t->const_data_ptr<int64_t>() : 0;
+    if (keep_scalars && is_int) {
+      h.i64 = i;
+      f.add(&h.i64, c10::kLong, osz, zeros);
+    } else if (keep_scalars || !is_reduced(dt)) {
+      h.f32 = is_int ? static_cast<float>(i) : static_cast<float>(d);
+      f.add(&h.f32, c10::kFloat, osz, zeros);
+    } else {
+      // Tensor.to(bfloat16) of a double or int64 goes through float, as here.
+      c10::BFloat16 b(is_int ? static_cast<float>(i) : static_cast<float>(d));
+      h.bf16 = b.x;
+      f.add(&h.bf16, c10::kBFloat16, osz, zeros);
+    }
+  }
+  if (weight) {
+    HostScalar& h = f.host[f.nhost++];
+    h.f32 = static_cast<float>(*weight);
+    f.add(&h.f32, c10::kFloat, osz, zeros);
+  }
+  f.v[f.n++] = 1;  // one int argument: the compute dtype
+  f.v[f.n++] = static_cast<int64_t>(dt);
+  double fl[2];
+  int nf = 0;
+  for (double p : params) fl[nf++] = p;
+  if (hpusim_run(id, f.v, f.n, nf ? fl : nullptr, nf) != 0) {
+    char buf[1024];
+    buf[0] = 0;
+    hpusim_last_error(buf, sizeof(buf));
+    TORCH_CHECK(false, buf);
+  }
+  op.calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// A scalar parameter as the Python lowering passes it (elementwise.py _scalar_param):
+// rounded to bfloat16 for a bfloat16 op. nullopt for a complex one.
+static std::optional<double> param(const at::Scalar& s, c10::ScalarType dt) {
+  if (s.isComplex()) return std::nullopt;
+  double v = s.toDouble();
+  if (is_reduced(dt)) v = static_cast<float>(c10::BFloat16(static_cast<float>(v)));
+  return v;
+}
+
+at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
+  if (auto a = param(alpha, out.scalar_type()); a && run_ew(kAdd, out, {&self, &other}, false, {*a})) {
+    return out;
+  }
+  return at::_ops::add_out::redispatch(kPython, self, other, alpha, out);
+}
+
+at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
+  if (auto a = param(alpha, out.scalar_type()); a && run_ew(kSub, out, {&self, &other}, false, {-*a})) {
+    return out;
+  }
+  return at::_ops::sub_out::redispatch(kPython, self, other, alpha, out);
+}
+
+at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  if (run_ew(kMul, out, {&self, &other}, true)) return out;
+  return at::_ops::mul_out::redispatch(kPython, self, other, out);
+}
+
+at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  if (run_ew(kDiv, out, {&self, &other}, true)) return out;
+  return at::_ops::div_out::redispatch(kPython, self, other, out);
+}
+
+at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight,
+                            at::Tensor& out) {
+  // The lowering makes the weight a float32 host scalar (ew keep_scalars).
+  if (!weight.isComplex() && run_ew(kLerp, out, {&self, &end}, true, {}, weight.toDouble())) {
+    return out;
+  }
+  return at::_ops::lerp_Scalar_out::redispatch(kPython, self, end, weight, out);
+}
+
+at::Tensor& addcmul_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                        const at::Scalar& value, at::Tensor& out) {
+  if (!value.isComplex() && run_ew(kAddcmul, out, {&self, &t1, &t2}, false, {value.toDouble()})) {
+    return out;
+  }
+  return at::_ops::addcmul_out::redispatch(kPython, self, t1, t2, value, out);
+}
+
+at::Tensor& addcdiv_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                        const at::Scalar& value, at::Tensor& out) {
+  if (!value.isComplex() && run_ew(kAddcdiv, out, {&self, &t1, &t2}, false, {value.toDouble()})) {
+    return out;
+  }
+  return at::_ops::addcdiv_out::redispatch(kPython, self, t1, t2, value, out);
+}
+
+// Unary floating ops: ew(name, [self], dtype) in the lowering.
+template <Op which, class AtenOp>
+at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
+  if (run_ew(which, out, {&self}, false)) return out;
+  return AtenOp::redispatch(kPython, self, out);
+}
+
+TORCH_LIBRARY_IMPL(aten, HPU, m) {
+  m.impl("add.out", TORCH_FN(add_out));
+  m.impl("sub.out", TORCH_FN(sub_out));
+  m.impl("mul.out", TORCH_FN(mul_out));
+  m.impl("div.out", TORCH_FN(div_out));
+  m.impl("lerp.Scalar_out", TORCH_FN(lerp_scalar_out));
+  m.impl("addcmul.out", TORCH_FN(addcmul_out));
+  m.impl("addcdiv.out", TORCH_FN(addcdiv_out));
+  m.impl("exp.out", TORCH_FN((unary_out<kExp, at::_ops::exp_out>)));
+  m.impl("log.out", TORCH_FN((unary_out<kLog, at::_ops::log_out>)));
+  m.impl("log2.out", TORCH_FN((unary_out<kLog2, at::_ops::log2_out>)));
+  m.impl("log1p.out", TORCH_FN((unary_out<kLog1p, at::_ops::log1p_out>)));
+  m.impl("expm1.out", TORCH_FN((unary_out<kExpm1, at::_ops::expm1_out>)));
+  m.impl("sqrt.out", TORCH_FN((unary_out<kSqrt, at::_ops::sqrt_out>)));
+  m.impl("rsqrt.out", TORCH_FN((unary_out<kRsqrt, at::_ops::rsqrt_out>)));
+  m.impl("sin.out", TORCH_FN((unary_out<kSin, at::_ops::sin_out>)));
+  m.impl("cos.out", TORCH_FN((unary_out<kCos, at::_ops::cos_out>)));
+  m.impl("erf.out", TORCH_FN((unary_out<kErf, at::_ops::erf_out>)));
+  m.impl("reciprocal.out", TORCH_FN((unary_out<kReciprocal, at::_ops::reciprocal_out>)));
+  m.impl("sigmoid.out", TORCH_FN((unary_out<kSigmoid, at::_ops::sigmoid_out>)));
+  m.impl("tanh.out", TORCH_FN((unary_out<kTanh, at::_ops::tanh_out>)));
+  m.impl("neg.out", TORCH_FN((unary_out<kNeg, at::_ops::neg_out>)));
+  m.impl("abs.out", TORCH_FN((unary_out<kAbs, at::_ops::abs_out>)));
+}
+
+}  // namespace hpusim_fast
+
+extern "C" {
+// Turns the fast kernels on or off (HPUSIM_FAST_OPS); returns the previous setting.
+int hpusim_glue_fast_ops(int on) {
+  return hpusim_fast::g_enabled.exchange(on != 0) ? 1 : 0;
+}
+// Calls served by the fast kernels: the name of op i ("aten::mul"), or NULL past the end.
+const char* hpusim_glue_fast_op_name(int i) {
+  return i >= 0 && i < hpusim_fast::kNumOps ? hpusim_fast::g_ops[i].aten : nullptr;
+}
+int64_t hpusim_glue_fast_op_calls(int i) {
+  return i >= 0 && i < hpusim_fast::kNumOps ? hpusim_fast::g_ops[i].calls.load() : 0;
+}
+}
