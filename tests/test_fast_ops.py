@@ -188,3 +188,49 @@ def test_switch_reports_previous_state():
         assert _native.fast_ops(False) is False
     finally:
         _native.fast_ops(prev)
+
+
+GEMMS = {
+    "mm": lambda a, b, c: torch.mm(a, b),
+    "mm_transposed": lambda a, b, c: torch.mm(b.t(), a.t()),
+    "bmm": lambda a, b, c: torch.bmm(a.expand(3, -1, -1), b.expand(3, -1, -1)),
+    "bmm_small": lambda a, b, c: torch.bmm(a[:, :3].expand(2, -1, -1)[:, :4], b[:3, :5].expand(2, -1, -1)),
+    "addmm_bias": lambda a, b, c: torch.addmm(c[0], a, b),
+    "addmm_matrix": lambda a, b, c: torch.addmm(c, a, b, beta=0.5, alpha=-2),
+    "addmm_beta0": lambda a, b, c: torch.addmm(c, a, b, beta=0),
+    "addmm_column": lambda a, b, c: torch.addmm(c[:, :1], a, b, alpha=3),
+    "linear_3d": lambda a, b, c: torch.nn.functional.linear(a.expand(2, -1, -1), b.t(), c[0]),
+    "mm_out": lambda a, b, c: torch.mm(a, b, out=torch.empty_like(c)),
+    "addmm_out": lambda a, b, c: torch.addmm(c, a, b, out=torch.empty_like(c)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(GEMMS))
+def test_matrix_products_match_python_path_bit_for_bit(name, dtype):
+    fn = GEMMS[name]
+
+    def operands(dev):
+        return (_rand((37, 50), dtype, 1).to(dev), _rand((50, 29), dtype, 2).to(dev),
+                _rand((37, 29), dtype, 3).to(dev))
+
+    ops = operands("hpu")
+    with fast(False):
+        want = fn(*ops)
+    before = sum(_native.fast_op_counts()[k] for k in ("aten::mm", "aten::bmm", "aten::addmm"))
+    with fast(True):
+        got = fn(*ops)
+    assert sum(_native.fast_op_counts()[k] for k in ("aten::mm", "aten::bmm", "aten::addmm")) > before
+    assert got.shape == want.shape and torch.equal(bits(got), bits(want))
+    tol = {"atol": 0.1, "rtol": 1.6e-2} if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(got.cpu(), fn(*operands("cpu")), **tol)
+
+
+def test_matrix_product_errors_are_torchs():
+    a, b = torch.ones(3, 4, device="hpu"), torch.ones(5, 6, device="hpu")
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(3x4 and 5x6\)"):
+        torch.mm(a, b)
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype"):
+        torch.mm(a, torch.ones(4, 2, dtype=torch.bfloat16, device="hpu"))
+    with pytest.raises(RuntimeError, match="batch1 must be a 3D tensor"):
+        torch.bmm(a, b)

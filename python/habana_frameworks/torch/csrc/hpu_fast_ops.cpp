@@ -1,4 +1,4 @@
-// C++ kernels at the HPU key for the hottest elementwise ops.
+// C++ kernels at the HPU key for the hottest elementwise ops and matrix products.
 //
 // Every other op reaches the Python boxed fallback (_ops/registry.py `hpu_kernel`), which
 // costs ~10 us a call in dispatch, lowering and ctypes: for the small ops torch.optim and
@@ -14,6 +14,9 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/abs_ops.h>
 #include <ATen/ops/add_ops.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/mm_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
 #include <ATen/ops/cos_ops.h>
@@ -70,7 +73,7 @@ struct FastOp {
 enum Op {
   kAdd, kSub, kMul, kDiv, kLerp, kAddcmul, kAddcdiv,
   kExp, kLog, kLog2, kLog1p, kExpm1, kSqrt, kRsqrt, kSin, kCos, kErf, kReciprocal,
-  kSigmoid, kTanh, kNeg, kAbs, kNumOps
+  kSigmoid, kTanh, kNeg, kAbs, kMm, kBmm, kAddmm, kNumOps
 };
 
 static FastOp g_ops[kNumOps] = {
@@ -85,6 +88,8 @@ static FastOp g_ops[kNumOps] = {
     {"aten::erf", "ew.erf"},         {"aten::reciprocal", "ew.reciprocal"},
     {"aten::sigmoid", "ew.sigmoid"}, {"aten::tanh", "ew.tanh"},
     {"aten::neg", "ew.neg"},         {"aten::abs", "ew.abs"},
+    {"aten::mm", "bgemm"},           {"aten::bmm", "bgemm"},
+    {"aten::addmm", "bgemm"},
 };
 
 static int go_id(FastOp& op) {
@@ -303,6 +308,108 @@ at::Tensor& addcdiv_out(const at::Tensor& self, const at::Tensor& t1, const at::
   return at::_ops::addcdiv_out::redispatch(kPython, self, t1, t2, value, out);
 }
 
+// ---------------------------------------------------------------- matrix products
+// As linalg.py's fast cases: "bgemm" over 3-D views (a 2-D operand unsqueezed at 0), ints
+// (naive), floats (alpha, beta), addmm's self expanded to the result and passed only when
+// beta != 0. Anything else (a check that fails, another dtype, an out= to resize) is the
+// Python path's.
+
+// Appends t (after expand to `shape` when given) unsqueezed to 3-D if it is 2-D.
+static void add_3d(Frame& f, const at::Tensor& t, at::IntArrayRef shape = {}) {
+  int64_t sz[3], st[3];
+  const int64_t td = t.dim();
+  if (td == 3) {
+    f.add(t.data_ptr(), t.scalar_type(), t.sizes(), t.strides().data());
+    return;
+  }
+  // 2-D: as expand(shape) (stride 0 along broadcast dimensions), then unsqueeze(0).
+  for (int i = 0; i < 2; i++) {
+    int64_t j = i - (2 - td);
+    if (shape.empty()) {
+      sz[i + 1] = t.size(i), st[i + 1] = t.stride(i);
+    } else {
+      sz[i + 1] = shape[i];
+      st[i + 1] = (j < 0 || t.size(j) != shape[i]) ? 0 : t.stride(j);
+    }
+  }
+  sz[0] = 1;
+  st[0] = sz[1] * st[1];
+  f.add(t.data_ptr(), t.scalar_type(), at::IntArrayRef(sz, 3), st);
+}
+
+static bool gemm_dtype_ok(const at::Tensor& out, std::initializer_list<const at::Tensor*> ins) {
+  const c10::ScalarType dt = out.scalar_type();
+  if ((dt != c10::kFloat && dt != c10::kBFloat16) || !out.device().is_hpu()) return false;
+  for (const at::Tensor* t : ins) {
+    if (t->scalar_type() != dt || t->device() != out.device()) return false;
+  }
+  return true;
+}
+
+static bool run_gemm(Op which, const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                     const at::Tensor* self, bool naive, double alpha, double beta) {
+  FastOp& op = g_ops[which];
+  const int id = go_id(op);
+  if (id < 0) return false;
+  if (out.numel() != 0) {
+    Frame f;
+    add_3d(f, out);
+    add_3d(f, a);
+    add_3d(f, b);
+    if (self != nullptr && beta != 0) add_3d(f, *self, out.sizes());
+    f.v[f.n++] = 1;
+    f.v[f.n++] = naive ? 1 : 0;
+    double fl[2] = {alpha, beta};
+    if (hpusim_run(id, f.v, f.n, fl, 2) != 0) {
+      char buf[1024];
+      buf[0] = 0;
+      hpusim_last_error(buf, sizeof(buf));
+      TORCH_CHECK(false, buf);
+    }
+  }
+  op.calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  if (g_enabled.load(std::memory_order_relaxed) && self.dim() == 2 && mat2.dim() == 2 &&
+      self.size(1) == mat2.size(0) && gemm_dtype_ok(out, {&self, &mat2}) && out.dim() == 2 &&
+      out.size(0) == self.size(0) && out.size(1) == mat2.size(1) &&
+      run_gemm(kMm, out, self, mat2, nullptr, false, 1.0, 0.0)) {
+    return out;
+  }
+  return at::_ops::mm_out::redispatch(kPython, self, mat2, out);
+}
+
+at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  if (g_enabled.load(std::memory_order_relaxed) && self.dim() == 3 && mat2.dim() == 3 &&
+      self.size(0) == mat2.size(0) && self.size(2) == mat2.size(1) &&
+      gemm_dtype_ok(out, {&self, &mat2}) && out.dim() == 3 && out.size(0) == self.size(0) &&
+      out.size(1) == self.size(1) && out.size(2) == mat2.size(2)) {
+    // CPU bmm runs its own loop instead of BLAS when one product is this small.
+    const bool naive = out.scalar_type() == c10::kFloat && self.size(1) * self.size(2) * mat2.size(2) < 400;
+    if (run_gemm(kBmm, out, self, mat2, nullptr, naive, 1.0, 0.0)) return out;
+  }
+  return at::_ops::bmm_out::redispatch(kPython, self, mat2, out);
+}
+
+at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                      const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  if (g_enabled.load(std::memory_order_relaxed) && !beta.isComplex() && !alpha.isComplex() &&
+      mat1.dim() == 2 && mat2.dim() == 2 && mat1.size(1) == mat2.size(0) && self.dim() <= 2 &&
+      gemm_dtype_ok(out, {&self, &mat1, &mat2}) && out.dim() == 2 && out.size(0) == mat1.size(0) &&
+      out.size(1) == mat2.size(1)) {
+    bool bcast = true;  // self expands to the result (trailing-aligned, sizes equal or 1)
+    for (int64_t j = self.dim() - 1, i = 1; j >= 0; j--, i--) {
+      bcast = bcast && (self.size(j) == out.size(i) || self.size(j) == 1);
+    }
+    if (bcast && run_gemm(kAddmm, out, mat1, mat2, &self, false, alpha.toDouble(), beta.toDouble())) {
+      return out;
+    }
+  }
+  return at::_ops::addmm_out::redispatch(kPython, self, mat1, mat2, beta, alpha, out);
+}
+
 // Unary floating ops: ew(name, [self], dtype) in the lowering.
 template <Op which, class AtenOp>
 at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
@@ -333,6 +440,9 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("tanh.out", TORCH_FN((unary_out<kTanh, at::_ops::tanh_out>)));
   m.impl("neg.out", TORCH_FN((unary_out<kNeg, at::_ops::neg_out>)));
   m.impl("abs.out", TORCH_FN((unary_out<kAbs, at::_ops::abs_out>)));
+  m.impl("mm.out", TORCH_FN(mm_out));
+  m.impl("bmm.out", TORCH_FN(bmm_out));
+  m.impl("addmm.out", TORCH_FN(addmm_out));
 }
 
 }  // namespace hpusim_fast
