@@ -131,6 +131,16 @@ struct Frame {
     for (size_t i = 0; i < sizes.size(); i++) v[n++] = strides[i];
     v[0]++;
   }
+
+  // Runs Go op `id` on this frame; a Go error becomes torch's RuntimeError.
+  void run(int id, double* fl, int nf) {
+    if (hpusim_run(id, v, n, fl, nf) != 0) {
+      char buf[1024];
+      buf[0] = 0;
+      hpusim_last_error(buf, sizeof(buf));
+      TORCH_CHECK(false, buf);
+    }
+  }
 };
 
 static bool is_reduced(c10::ScalarType dt) { return dt == c10::kBFloat16; }
@@ -240,12 +250,7 @@ static bool run_ew(Op which, const at::Tensor& out, std::initializer_list<const 
   double fl[2];
   int nf = 0;
   for (double p : params) fl[nf++] = p;
-  if (hpusim_run(id, f.v, f.n, nf ? fl : nullptr, nf) != 0) {
-    char buf[1024];
-    buf[0] = 0;
-    hpusim_last_error(buf, sizeof(buf));
-    TORCH_CHECK(false, buf);
-  }
+  f.run(id, nf ? fl : nullptr, nf);
   op.calls.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -360,12 +365,7 @@ static bool run_gemm(Op which, const at::Tensor& out, const at::Tensor& a, const
     f.v[f.n++] = 1;
     f.v[f.n++] = naive ? 1 : 0;
     double fl[2] = {alpha, beta};
-    if (hpusim_run(id, f.v, f.n, fl, 2) != 0) {
-      char buf[1024];
-      buf[0] = 0;
-      hpusim_last_error(buf, sizeof(buf));
-      TORCH_CHECK(false, buf);
-    }
+    f.run(id, fl, 2);
   }
   op.calls.fetch_add(1, std::memory_order_relaxed);
   return true;
