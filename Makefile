@@ -51,10 +51,12 @@ test-go:
 	# The kernels' pure-Go fallbacks (gonum GEMM, Go loops for the C fast paths).
 	CGO_ENABLED=0 go test ./kernels
 
-# The second pass runs the OpInfo suite, the lazy tests and the reference models in lazy mode.
+# The second pass runs the OpInfo suite, the lazy tests, the reference models and the fast
+# C++ kernels' A/B against the Python lowerings in lazy mode.
 test-py:
 	$(PY) -m pytest -q -n $(JOBS) tests
-	PT_HPU_LAZY_MODE=1 $(PY) -m pytest -q -n $(JOBS) tests/test_opinfo.py tests/test_lazy.py tests/test_lazy_models.py
+	PT_HPU_LAZY_MODE=1 $(PY) -m pytest -q -n $(JOBS) tests/test_opinfo.py tests/test_lazy.py tests/test_lazy_models.py \
+		tests/test_fast_ops.py
 
 # Benchmarks (not a test): training-step throughput per mode and GEMM against OpenBLAS;
 # prints the tables and writes bench/results.json. E.g. `make bench BENCH_ARGS=--quick`.
