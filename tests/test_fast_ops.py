@@ -234,3 +234,25 @@ def test_matrix_product_errors_are_torchs():
         torch.mm(a, torch.ones(4, 2, dtype=torch.bfloat16, device="hpu"))
     with pytest.raises(RuntimeError, match="batch1 must be a 3D tensor"):
         torch.bmm(a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("scalar", [float("nan"), float("inf"), -0.0, 0.0, 2**60 + 1, -3, 1e-45, 3.4e38, True])
+def test_scalar_edge_cases_match_python_path(dtype, scalar):
+    """Python scalars reach the out= kernels as wrapped 0-dim tensors; their conversions
+    (int64 through float, double to bfloat16 through float) must be the lowering's."""
+    x = (_rand((5, 7), dtype, 4) - 2).to("hpu")
+    fns = [lambda: x + scalar, lambda: x - scalar, lambda: x * scalar, lambda: x / scalar,
+           lambda: torch.add(x, x, alpha=scalar), lambda: torch.addcmul(x, x, x, value=scalar),
+           lambda: torch.lerp(x, x * 2, scalar)]
+    for i, fn in enumerate(fns):
+        try:
+            with fast(False):
+                want = fn()
+        except (RuntimeError, TypeError) as e:
+            with fast(True), pytest.raises(type(e)):
+                fn()
+            continue
+        with fast(True):
+            got = fn()
+        assert got.dtype == want.dtype and torch.equal(bits(got), bits(want)), (i, scalar)
