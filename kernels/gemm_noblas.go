@@ -21,3 +21,6 @@ func blasGemmSerial[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Poi
 
 // SerialBLAS is a no-op: gonum's GEMM has no threads of its own.
 func SerialBLAS() {}
+
+// f32DotReplacesBLAS: gonum's GEMM is the no-cgo path; it keeps every product.
+func f32DotReplacesBLAS() bool { return false }

@@ -11,6 +11,7 @@ import "C"
 import (
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -82,6 +83,16 @@ func blasGemmThreaded[T gemmFloat](w int, tA, tB bool, m, n, k int, alpha T, a u
 	return true
 }
 
+// f32DotReplacesBLAS: OpenBLAS runs a kernel set without AVX-512 (its core name), so on a
+// CPU with AVX-512 float32 GEMMs run on hpusim's micro-kernel instead (gemm_f32dot.go).
+func f32DotReplacesBLAS() bool {
+	switch strings.ToLower(C.GoString(C.openblas_get_corename())) {
+	case "skylakex", "cooperlake", "sapphirerapids":
+		return false
+	}
+	return true
+}
+
 // blasThreads is OpenBLAS's current thread count.
 func blasThreads() int { return int(C.openblas_get_num_threads()) }
 
@@ -99,6 +110,10 @@ func cTrans(t bool) C.enum_CBLAS_TRANSPOSE {
 // handles which element.
 func blasGemm[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, lda int,
 	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) {
+	if useF32Dot[T](m, n) {
+		f32DotGemm(tA, tB, m, n, k, any(alpha).(float32), a, lda, b, ldb, any(beta).(float32), c, ldc)
+		return
+	}
 	w := Workers()
 	if w < 2 || float64(m)*float64(n)*float64(k) < blasSplitMin {
 		blasGemmSerial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
@@ -154,6 +169,10 @@ func blasGemm[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, 
 // one GEMM per worker).
 func blasGemmSerial[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, lda int,
 	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) {
+	if useF32Dot[T](m, n) {
+		f32DotSerial(tA, tB, m, n, k, any(alpha).(float32), a, lda, b, ldb, any(beta).(float32), c, ldc)
+		return
+	}
 	blasMu.RLock()
 	defer blasMu.RUnlock()
 	blasCall(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
