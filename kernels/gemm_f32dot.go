@@ -19,13 +19,17 @@ import (
 // f32DotOn is the switch (tests and benchmarks flip it to compare with OpenBLAS).
 var f32DotOn = f32DotCPU && os.Getenv("HPUSIM_F32DOT") != "0" && f32DotReplacesBLAS()
 
-// useF32Dot reports whether an m×n GEMM of element type T runs on the micro-kernel. A
+// f32DotMaxPacked bounds the packed copies of A and B (floats, 64 MB): the driver packs
+// both operands whole, so larger products stay with OpenBLAS's fixed-size blocking.
+const f32DotMaxPacked = 1 << 24
+
+// useF32Dot reports whether an m×n×k GEMM of element type T runs on the micro-kernel. A
 // product narrower than half a column panel (n < 16) or shorter than 8 rows would leave
 // most of each 12×32 tile idle: OpenBLAS's smaller tiles do those better.
-func useF32Dot[T gemmFloat](m, n int) bool {
+func useF32Dot[T gemmFloat](m, n, k int) bool {
 	var z T
 	_, f32 := any(z).(float32)
-	return f32 && f32DotOn && m >= 8 && n >= 16
+	return f32 && f32DotOn && m >= 8 && n >= 16 && float64(m+n)*float64(k) <= f32DotMaxPacked
 }
 
 func f32DotStrides(t bool, ld int) (rs, cs int64) {

@@ -195,3 +195,22 @@ func BenchmarkF32DotVsBLAS(b *testing.B) {
 		})
 	}
 }
+
+// TestF32DotRouting: narrow, short and huge products and float64 stay on BLAS.
+func TestF32DotRouting(t *testing.T) {
+	prev := f32DotOn
+	f32DotOn = true
+	defer func() { f32DotOn = prev }()
+	for _, c := range []struct {
+		m, n, k int
+		want    bool
+	}{{64, 64, 64, true}, {8, 16, 1, true}, {7, 64, 64, false}, {64, 15, 64, false}, {4096, 4096, 2048, true},
+		{4096, 4096, 2049, false}} {
+		if got := useF32Dot[float32](c.m, c.n, c.k); got != c.want {
+			t.Errorf("%dx%dx%d: %v, want %v", c.m, c.n, c.k, got, c.want)
+		}
+	}
+	if useF32Dot[float64](64, 64, 64) {
+		t.Error("float64 routed to the float32 kernel")
+	}
+}

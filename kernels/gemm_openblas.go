@@ -110,7 +110,7 @@ func cTrans(t bool) C.enum_CBLAS_TRANSPOSE {
 // handles which element.
 func blasGemm[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, lda int,
 	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) {
-	if useF32Dot[T](m, n) {
+	if useF32Dot[T](m, n, k) {
 		f32DotGemm(tA, tB, m, n, k, any(alpha).(float32), a, lda, b, ldb, any(beta).(float32), c, ldc)
 		return
 	}
@@ -169,7 +169,7 @@ func blasGemm[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, 
 // one GEMM per worker).
 func blasGemmSerial[T gemmFloat](tA, tB bool, m, n, k int, alpha T, a unsafe.Pointer, lda int,
 	b unsafe.Pointer, ldb int, beta T, c unsafe.Pointer, ldc int) {
-	if useF32Dot[T](m, n) {
+	if useF32Dot[T](m, n, k) {
 		f32DotSerial(tA, tB, m, n, k, any(alpha).(float32), a, lda, b, ldb, any(beta).(float32), c, ldc)
 		return
 	}

@@ -6,8 +6,9 @@ import (
 	"unsafe"
 )
 
-// BenchmarkSgemmSerial times one single-threaded BLAS call at the conv layers' per-sample
-// shapes and at 256^3 (GFLOP/s of one core).
+// BenchmarkSgemmSerial times one single-threaded float32 GEMM (blasGemmSerial: OpenBLAS,
+// or the AVX-512 micro-kernel where it stands in) at the conv layers' per-sample shapes
+// and at 256^3 (GFLOP/s of one core).
 func BenchmarkSgemmSerial(b *testing.B) {
 	for _, sh := range [][3]int{{32, 196, 144}, {32, 1568, 144}, {256, 256, 256}} {
 		m, n, k := sh[0], sh[1], sh[2]
