@@ -15,7 +15,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 LIB = ROOT / "python" / "habana_frameworks" / "torch" / "lib"
-# The glue proper and the fast elementwise kernels (hpu_fast_ops.cpp), one library.
+# The glue proper and the fast kernels for the hot ops (hpu_fast_ops.cpp), one library.
 GLUE_SRCS = sorted((ROOT / "python" / "habana_frameworks" / "torch" / "csrc").glob("*.cpp"))
 VERSION = "1.21.0.1"
 
