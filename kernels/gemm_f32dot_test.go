@@ -8,10 +8,10 @@ import (
 	"unsafe"
 )
 
-// withoutF32Dot runs float32 GEMMs on OpenBLAS until the returned function is called.
-func withoutF32Dot() func() {
+// setF32Dot turns the float32 micro-kernel on or off until the returned function is called.
+func setF32Dot(on bool) func() {
 	prev := f32DotOn
-	f32DotOn = false
+	f32DotOn = on
 	return func() { f32DotOn = prev }
 }
 
@@ -143,9 +143,7 @@ func TestF32DotSplitIsBitExact(t *testing.T) {
 // are the micro-kernel's (bit for bit); float64 ones stay on BLAS.
 func TestBLASRoutesFloat32ToF32Dot(t *testing.T) {
 	needF32Dot(t)
-	prev := f32DotOn
-	f32DotOn = true
-	defer func() { f32DotOn = prev }()
+	defer setF32Dot(true)()
 	c := f32DotCase{false, true, 100, 70, 90, 1, 0}
 	via, _, _ := f32DotRun(c, func(tA, tB bool, m, n, k int, alpha float32, a unsafe.Pointer, lda int,
 		b unsafe.Pointer, ldb int, beta float32, c unsafe.Pointer, ldc int) {
@@ -184,13 +182,11 @@ func BenchmarkF32DotVsBLAS(b *testing.B) {
 			b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		}
 		b.Run(name+"/f32dot", func(b *testing.B) {
-			prev := f32DotOn
-			f32DotOn = true
-			defer func() { f32DotOn = prev }()
+			defer setF32Dot(true)()
 			run(b)
 		})
 		b.Run(name+"/openblas", func(b *testing.B) {
-			defer withoutF32Dot()()
+			defer setF32Dot(false)()
 			run(b)
 		})
 	}
@@ -198,9 +194,7 @@ func BenchmarkF32DotVsBLAS(b *testing.B) {
 
 // TestF32DotRouting: narrow, short and huge products and float64 stay on BLAS.
 func TestF32DotRouting(t *testing.T) {
-	prev := f32DotOn
-	f32DotOn = true
-	defer func() { f32DotOn = prev }()
+	defer setF32Dot(true)()
 	for _, c := range []struct {
 		m, n, k int
 		want    bool

@@ -18,8 +18,8 @@ func TestBLASThreadedMatchesSerial(t *testing.T) {
 	if Workers() < 2 {
 		t.Skip("needs 2 workers")
 	}
-	defer withoutF32Dot()() // OpenBLAS's own paths, whatever the CPU
-	const n = 512           // n^3 = blasThreadedMin
+	defer setF32Dot(false)() // OpenBLAS's own paths, whatever the CPU
+	const n = 512            // n^3 = blasThreadedMin
 	r := rand.New(rand.NewSource(3))
 	x, y := randF32(r, n*n), randF32(r, n*n)
 	want := make([]float32, n*n)

@@ -143,7 +143,8 @@ def fast_op_counts() -> dict[str, int]:
     counts: dict[str, int] = {}
     i = 0
     while (name := g.hpusim_glue_fast_op_name(i)) is not None:
-        counts[name.decode()] = counts.get(name.decode(), 0) + int(g.hpusim_glue_fast_op_calls(i))
+        key = name.decode()
+        counts[key] = counts.get(key, 0) + int(g.hpusim_glue_fast_op_calls(i))
         i += 1
     return counts
 
