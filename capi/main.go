@@ -172,6 +172,21 @@ func hpusim_reset_peak(dev C.int) (rc C.int) {
 	return statusOK
 }
 
+// hpusim_empty_cache returns every device's cached free blocks to the host.
+//
+//export hpusim_empty_cache
+func hpusim_empty_cache() (rc C.int) {
+	defer guard(&rc)
+	for i := 0; i < device.Count(); i++ {
+		d, err := device.Get(i)
+		if err != nil {
+			return setErr(err)
+		}
+		d.EmptyCache()
+	}
+	return statusOK
+}
+
 //export hpusim_reset_accumulated
 func hpusim_reset_accumulated(dev C.int) (rc C.int) {
 	defer guard(&rc)

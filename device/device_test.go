@@ -95,3 +95,65 @@ func TestFindResolvesInteriorPointers(t *testing.T) {
 		t.Fatal("host memory resolved as device memory")
 	}
 }
+
+func TestFreedBlocksAreReused(t *testing.T) {
+	d := newDev(1 << 30)
+	p, _ := d.Alloc(3 << 20)
+	if err := Free(p); err != nil {
+		t.Fatal(err)
+	}
+	if d.Cached() != sizeClass(3<<20) {
+		t.Fatalf("cached %d", d.Cached())
+	}
+	// A slightly different size in the same class gets the same block back, and the
+	// block is live again (Find resolves it), not cached.
+	q, _ := d.Alloc(3<<20 - 1000)
+	if q != p || d.Cached() != 0 {
+		t.Fatalf("q %p p %p cached %d", q, p, d.Cached())
+	}
+	if _, n, ok := Find(uintptr(q) + 10); !ok || n != 3<<20-1000 {
+		t.Fatalf("find %d %v", n, ok)
+	}
+	s := d.Stats()
+	if s.NumAllocs != 2 || s.TotalSystemAllocs != 1 || s.NumFrees != 1 || s.TotalSystemFrees != 0 || s.InUse != 3<<20-1000 {
+		t.Fatalf("stats %+v", s)
+	}
+	Free(q)
+	if _, _, ok := Find(uintptr(q)); ok {
+		t.Fatal("a cached block must not resolve as live memory")
+	}
+	d.EmptyCache()
+	s = d.Stats()
+	if d.Cached() != 0 || s.TotalSystemFrees != 1 || s.NumFrees != 2 {
+		t.Fatalf("after empty: cached %d stats %+v", d.Cached(), s)
+	}
+}
+
+func TestCacheLimit(t *testing.T) {
+	old := cacheLimit.Load()
+	defer cacheLimit.Store(old)
+	cacheLimit.Store(1 << 20)
+	d := newDev(1 << 30)
+	a, _ := d.Alloc(600 << 10)
+	b, _ := d.Alloc(600 << 10)
+	Free(a)
+	Free(b) // over the limit: back to the host
+	if s := d.Stats(); d.Cached() != sizeClass(600<<10) || s.TotalSystemFrees != 1 {
+		t.Fatalf("cached %d stats %+v", d.Cached(), s)
+	}
+	d.EmptyCache()
+}
+
+func TestSizeClass(t *testing.T) {
+	for _, c := range []struct{ n, want int64 }{
+		{1, 64}, {64, 64}, {65, 128}, {64 << 10, 64 << 10}, {64<<10 + 1, 64<<10 + 4<<10},
+		{3 << 20, 3 << 20}, {3<<20 + 1, 3<<20 + 128<<10}, {4 << 20, 4 << 20},
+	} {
+		if got := sizeClass(c.n); got != c.want {
+			t.Errorf("sizeClass(%d) = %d, want %d", c.n, got, c.want)
+		}
+		if got := sizeClass(c.n); got < c.n || float64(got-c.n) > 0.0625*float64(c.n)+64 {
+			t.Errorf("sizeClass(%d) = %d wastes too much", c.n, got)
+		}
+	}
+}

@@ -28,6 +28,31 @@ def test_memory_accounting_returns_to_baseline():
     assert torch.hpu.max_memory_allocated() == torch.hpu.memory_allocated()
 
 
+def test_freed_memory_is_reused_then_returned_by_empty_cache():
+    # The allocator keeps freed blocks (as the bridge's pool keeps HBM): a second tensor of
+    # the same size takes the first one's block without a new host allocation, and
+    # empty_cache hands the cached blocks back to the host.
+    torch.hpu.synchronize()
+    torch.hpu.empty_cache()
+    x = torch.ones(1000, 777, device="hpu")
+    ptr = x.data_ptr()
+    del x
+    torch.hpu.synchronize()
+    base = torch.hpu.memory_stats()
+    y = torch.full((1000, 777), 2.0, device="hpu")
+    s = torch.hpu.memory_stats()
+    assert y.data_ptr() == ptr
+    assert s["NumAllocs"] == base["NumAllocs"] + 1
+    assert s["TotalSystemAllocs"] == base["TotalSystemAllocs"]
+    assert torch.equal(y.cpu(), torch.full((1000, 777), 2.0))
+    del y
+    torch.hpu.synchronize()
+    torch.hpu.empty_cache()
+    s2 = torch.hpu.memory_stats()
+    assert s2["TotalSystemFrees"] > s["TotalSystemFrees"]
+    assert s2["TotalActiveAllocs"] == s2["TotalSystemAllocs"] - s2["TotalSystemFrees"]
+
+
 def test_memory_stats_keys_and_derived_apis():
     s = torch.hpu.memory_stats()
     assert list(s) == ["Limit", "InUse", "MaxInUse", "NumAllocs", "NumFrees", "ActiveAllocs",

@@ -41,6 +41,7 @@ def _bind(lib: ctypes.CDLL) -> None:
         "hpusim_free": ([ctypes.c_void_p], ctypes.c_int),
         "hpusim_memory_stats": ([ctypes.c_int, i64p], ctypes.c_int),
         "hpusim_reset_peak": ([ctypes.c_int], ctypes.c_int),
+        "hpusim_empty_cache": ([], ctypes.c_int),
         "hpusim_reset_accumulated": ([ctypes.c_int], ctypes.c_int),
         "hpusim_check_dtype": ([ctypes.c_int], ctypes.c_int),
         "hpusim_synchronize": ([ctypes.c_int], ctypes.c_int),
@@ -186,6 +187,10 @@ def memory_stats(index: int) -> dict[str, int]:
 def reset_peak(index: int) -> None:
     if go().hpusim_reset_peak(index) != 0:
         raise AssertionError(last_error())
+
+
+def empty_cache() -> None:
+    check(go().hpusim_empty_cache())
 
 
 def reset_accumulated(index: int) -> None:

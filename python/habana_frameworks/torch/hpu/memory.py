@@ -68,7 +68,9 @@ def mem_get_info(device: Any = None) -> tuple[int, int]:
 
 
 def empty_cache() -> None:
-    """Memory is returned to the device as soon as tensors die; nothing is cached."""
+    """Return the blocks the device allocator keeps for reuse to the host (counted in
+    TotalSystemFrees); memory still in use, or held by pending lazy graphs, stays."""
+    _native.empty_cache()
 
 
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
