@@ -53,3 +53,10 @@ func BenchmarkConvCNNBlocks(b *testing.B) {
 	defer func() { convPerSample = true }()
 	BenchmarkConvCNN(b)
 }
+
+// BenchmarkConvCNNIm2col is BenchmarkConvCNN with the forward on the im2col path.
+func BenchmarkConvCNNIm2col(b *testing.B) {
+	convImplicit = false
+	defer func() { convImplicit = true }()
+	BenchmarkConvCNN(b)
+}

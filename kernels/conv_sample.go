@@ -45,6 +45,10 @@ func sampleSlice[T colElem](t Tensor, n int) []T {
 func sampleCost(g convGeom) int64 { return int64(max(g.Og*g.Kc*g.P, 1)) }
 
 func convFwdSamples[T gemmFloat](out, in Tensor, w, b []T, g convGeom, p ConvParams) {
+	if w32, ok := any(w).([]float32); ok && convF32DotOK(g, p) {
+		convFwdF32Dot(out, in, w32, any(b).([]float32), g, p) // conv_f32dot.go
+		return
+	}
 	pw := pointwise(g, p)
 	ParallelFor(int64(g.N), sampleCost(g), func(lo, hi int64) {
 		var cb *[]T

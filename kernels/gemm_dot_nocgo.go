@@ -31,3 +31,7 @@ func f32DotPackB(dst []float32, b unsafe.Pointer, rs, cs int64, k, n int) { pani
 func f32DotTiles(pa, pb []float32, m, n, k int, alpha, beta float32, c unsafe.Pointer, ldc int) {
 	panic(noDotKernel)
 }
+
+func f32DotConvFwd(pa, x, y []float32, g convGeom, p ConvParams, s *f32ConvScratch) {
+	panic(noDotKernel)
+}

@@ -156,6 +156,56 @@ void hpusim_f32dot_gemm(const float *pa, const float *pb, int64_t m, int64_t n, 
 		}
 	}
 }
+
+// Convolution of one sample's group at stride 1 on the micro-kernel, without an im2col
+// matrix. x ([C][H][W]) is copied into a zero-padded image xp whose rows are Wp = W+2*pw
+// floats, so output position (oh, ow) of the padded grid q = oh*Wp + ow reads
+// xp[koff(k) + q] for each k = (c, kh, kw): per k, a column panel of 32 grid positions is
+// 32 consecutive floats. Grid columns ow >= OW are computed into yp and dropped. pa holds
+// W's rows packed (hpusim_f32dot_pack_a, k = Kc); sums run over k in the order and
+// 256-blocks of hpusim_f32dot_gemm, so y ([O][OH*OW]) gets the bits of the im2col path.
+// Scratch: xp C*(H+2ph)*Wp + (32 + (KW-1)*dw) floats, pb Kc*32, yp ceil(O/12)*12 rows of
+// ceil(OH*Wp/32)*32.
+__attribute__((target("avx512f"))) static inline void copy_f32(float *d, const float *s, int64_t n) {
+	int64_t i = 0;
+	for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, _mm512_loadu_ps(s + i));
+	if (i < n) {
+		__mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+		_mm512_mask_storeu_ps(d + i, m, _mm512_maskz_loadu_ps(m, s + i));
+	}
+}
+
+__attribute__((target("avx512f")))
+void hpusim_f32dot_conv_fwd(const float *pa, const float *x, int64_t C, int64_t H, int64_t W, int64_t KH,
+                            int64_t KW, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t O, float *y,
+                            float *xp, float *pb, float *yp) {
+	int64_t Hp = H + 2 * ph, Wp = W + 2 * pw, plane = Hp * Wp;
+	int64_t OH = Hp - (KH - 1) * dh, OW = Wp - (KW - 1) * dw;
+	int64_t Q = OH * Wp, nq = (Q + FNR - 1) / FNR, Qp = nq * FNR, K = C * KH * KW;
+	memset(xp, 0, (C * plane + (Qp - Q) + (KW - 1) * dw) * sizeof(float));
+	for (int64_t c = 0; c < C; c++)
+		for (int64_t h = 0; h < H; h++)
+			copy_f32(xp + c * plane + (h + ph) * Wp + pw, x + (c * H + h) * W, W);
+	int64_t mp = (O + FMR - 1) / FMR;
+	for (int64_t q = 0; q < nq; q++) {
+		float *d = pb;
+		for (int64_t c = 0; c < C; c++)
+			for (int64_t kh = 0; kh < KH; kh++)
+				for (int64_t kw = 0; kw < KW; kw++, d += FNR)
+					copy_f32(d, xp + c * plane + kh * dh * Wp + kw * dw + q * FNR, FNR);
+		for (int64_t k0 = 0; k0 < K; k0 += FKC) {
+			int64_t kb = K - k0 < FKC ? K - k0 : FKC;
+			for (int64_t p = 0; p < mp; p++) {
+				int mr = O - p * FMR < FMR ? (int)(O - p * FMR) : FMR;
+				f32_tile(pa + p * K * FMR + k0 * FMR, pb + k0 * FNR, kb, yp + p * FMR * Qp + q * FNR, Qp, mr, FNR,
+				         1.0f, 0.0f, k0 == 0);
+			}
+		}
+	}
+	for (int64_t o = 0; o < O; o++)
+		for (int64_t oh = 0; oh < OH; oh++)
+			copy_f32(y + (o * OH + oh) * OW, yp + o * Qp + oh * Wp, OW);
+}
 */
 import "C"
 
@@ -186,4 +236,12 @@ func f32DotPackB(dst []float32, b unsafe.Pointer, rs, cs int64, k, n int) {
 func f32DotTiles(pa, pb []float32, m, n, k int, alpha, beta float32, c unsafe.Pointer, ldc int) {
 	C.hpusim_f32dot_gemm(cfloats(pa), cfloats(pb), C.int64_t(m), C.int64_t(n), C.int64_t(k), C.float(alpha),
 		C.float(beta), (*C.float)(c), C.int64_t(ldc))
+}
+
+// f32DotConvFwd computes one sample's group of a stride-1 convolution into y
+// (hpusim_f32dot_conv_fwd); pa is the group's weight rows packed by f32DotPackA.
+func f32DotConvFwd(pa, x, y []float32, g convGeom, p ConvParams, s *f32ConvScratch) {
+	C.hpusim_f32dot_conv_fwd(cfloats(pa), cfloats(x), C.int64_t(g.Cg), C.int64_t(g.H), C.int64_t(g.W),
+		C.int64_t(g.KH), C.int64_t(g.KW), C.int64_t(p.PadH), C.int64_t(p.PadW), C.int64_t(p.DilH),
+		C.int64_t(p.DilW), C.int64_t(g.Og), cfloats(y), cfloats(s.xp), cfloats(s.pb), cfloats(s.yp))
 }
