@@ -112,33 +112,46 @@ static void hpusim_ln_bwd_cols_f32(const float *dy, int64_t dys, const float *x,
 	}
 }
 
-// Batch norm channels (norm.go's float32 fast path): rows n of S floats at x + n*ns. The
-// four partial sums are the lanes of a vector (lane l takes elements i+l, the row tails
-// go to lane 0), written with vector types since the compiler does not form them itself.
-typedef double v4d __attribute__((vector_size(32)));
-typedef float v4f __attribute__((vector_size(16)));
+// Batch norm channels (norm.go's float32 fast path): rows n of S floats at x + n*ns. Each
+// statistic keeps 16 float64 partial sums in two 8-lane vectors (lane l takes the
+// elements i ≡ l mod 16 of each row's whole 16-blocks; the rest of a row goes to lane 0 in
+// order): independent add chains, since one chain is latency-bound. Written with vector types
+// since the compiler does not form them itself.
 
-// a macro: a function returning a vector would change the ABI of the default clone
-#define load4(p) ({ v4f f_; memcpy(&f_, (p), sizeof f_); __builtin_convertvector(f_, v4d); })
+typedef double v8d __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+
+// macros: a function returning a vector would change the ABI of the default clone
+#define load8(p) ({ v8f f_; memcpy(&f_, (p), sizeof f_); __builtin_convertvector(f_, v8d); })
+// a[0] holds lanes 0-7 and a[1] lanes 8-15: (lanes j + 4+j) + (lanes 8+j + 12+j), then
+// the four of those as (0+1)+(2+3)
+#define total16(a) ({                                                                         \
+	v8d t_ = (a)[0] + 0, u_ = (a)[1] + 0;                                                     \
+	double r_[4];                                                                             \
+	for (int j_ = 0; j_ < 4; j_++) r_[j_] = (t_[j_] + t_[4 + j_]) + (u_[j_] + u_[4 + j_]);    \
+	(r_[0] + r_[1]) + (r_[2] + r_[3]);                                                        \
+})
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static double hpusim_bn_sum(const float *x, int64_t ns, int64_t N, int64_t S, double mean, int sq) {
-	v4d a = {0, 0, 0, 0}, mv = {mean, mean, mean, mean};
+	v8d a[2] = {{0}}, mv = {mean, mean, mean, mean, mean, mean, mean, mean};
 	for (int64_t n = 0; n < N; n++) {
 		const float *xs = x + n * ns;
 		int64_t i = 0;
 		if (sq) {
-			for (; i + 4 <= S; i += 4) {
-				v4d d = load4(xs + i) - mv;
-				a += d * d;
-			}
-			for (; i < S; i++) { double d = xs[i] - mean; a[0] += d * d; }
+			for (; i + 16 <= S; i += 16)
+				for (int j = 0; j < 2; j++) {
+					v8d d = load8(xs + i + 8 * j) - mv;
+					a[j] += d * d;
+				}
+			for (; i < S; i++) { double d = xs[i] - mean; a[0][0] += d * d; }
 		} else {
-			for (; i + 4 <= S; i += 4) a += load4(xs + i);
-			for (; i < S; i++) a[0] += xs[i];
+			for (; i + 16 <= S; i += 16)
+				for (int j = 0; j < 2; j++) a[j] += load8(xs + i + 8 * j);
+			for (; i < S; i++) a[0][0] += xs[i];
 		}
 	}
-	return (a[0] + a[1]) + (a[2] + a[3]);
+	return total16(a);
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -153,22 +166,23 @@ static void hpusim_bn_apply(const float *x, int64_t xns, float *o, int64_t ons, 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_bn_bwd_sums(const float *x, int64_t xns, const float *g, int64_t gns, int64_t N, int64_t S,
                                double mean, double *sum, double *dotp) {
-	v4d s = {0, 0, 0, 0}, d = {0, 0, 0, 0}, mv = {mean, mean, mean, mean};
+	v8d s[2] = {{0}}, d[2] = {{0}}, mv = {mean, mean, mean, mean, mean, mean, mean, mean};
 	for (int64_t n = 0; n < N; n++) {
 		const float *xs = x + n * xns, *gs = g + n * gns;
 		int64_t i = 0;
-		for (; i + 4 <= S; i += 4) {
-			v4d gv = load4(gs + i);
-			s += gv;
-			d += (load4(xs + i) - mv) * gv;
-		}
+		for (; i + 16 <= S; i += 16)
+			for (int j = 0; j < 2; j++) {
+				v8d gv = load8(gs + i + 8 * j);
+				s[j] += gv;
+				d[j] += (load8(xs + i + 8 * j) - mv) * gv;
+			}
 		for (; i < S; i++) {
-			s[0] += gs[i];
-			d[0] += (xs[i] - mean) * (double)gs[i];
+			s[0][0] += gs[i];
+			d[0][0] += (xs[i] - mean) * (double)gs[i];
 		}
 	}
-	*sum = (s[0] + s[1]) + (s[2] + s[3]);
-	*dotp = (d[0] + d[1]) + (d[2] + d[3]);
+	*sum = total16(s);
+	*dotp = total16(d);
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -204,29 +218,30 @@ static inline uint16_t f32_bf16(float f) {
 	return (x & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0x7fc0 : (uint16_t)r;
 }
 
-// The sums run in the float32 fast path's order (four lanes, lane l takes elements i+l,
-// row tails to lane 0): one float64 add chain per statistic was latency-bound (0.9 ms for
+// The sums run in the float32 fast path's order (16 lanes, row tails to lane 0): one float64 add chain per statistic was latency-bound (0.9 ms for
 // a [64,16,28,28] forward against 0.15 ms on CPU).
-#define load4h(p) ((v4d){bf16d((p)[0]), bf16d((p)[1]), bf16d((p)[2]), bf16d((p)[3])})
+#define load8h(p) ((v8d){bf16d((p)[0]), bf16d((p)[1]), bf16d((p)[2]), bf16d((p)[3]), bf16d((p)[4]), bf16d((p)[5]), bf16d((p)[6]), bf16d((p)[7])})
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static double hpusim_bn_sum_bf16(const uint16_t *x, int64_t ns, int64_t N, int64_t S, double mean, int sq) {
-	v4d a = {0, 0, 0, 0}, mv = {mean, mean, mean, mean};
+	v8d a[2] = {{0}}, mv = {mean, mean, mean, mean, mean, mean, mean, mean};
 	for (int64_t n = 0; n < N; n++) {
 		const uint16_t *xs = x + n * ns;
 		int64_t i = 0;
 		if (sq) {
-			for (; i + 4 <= S; i += 4) {
-				v4d d = load4h(xs + i) - mv;
-				a += d * d;
-			}
-			for (; i < S; i++) { double d = bf16d(xs[i]) - mean; a[0] += d * d; }
+			for (; i + 16 <= S; i += 16)
+				for (int j = 0; j < 2; j++) {
+					v8d d = load8h(xs + i + 8 * j) - mv;
+					a[j] += d * d;
+				}
+			for (; i < S; i++) { double d = bf16d(xs[i]) - mean; a[0][0] += d * d; }
 		} else {
-			for (; i + 4 <= S; i += 4) a += load4h(xs + i);
-			for (; i < S; i++) a[0] += bf16d(xs[i]);
+			for (; i + 16 <= S; i += 16)
+				for (int j = 0; j < 2; j++) a[j] += load8h(xs + i + 8 * j);
+			for (; i < S; i++) a[0][0] += bf16d(xs[i]);
 		}
 	}
-	return (a[0] + a[1]) + (a[2] + a[3]);
+	return total16(a);
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -242,23 +257,24 @@ static void hpusim_bn_apply_bf16(const uint16_t *x, int64_t xns, uint16_t *o, in
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void hpusim_bn_bwd_sums_bf16(const uint16_t *x, int64_t xns, const uint16_t *g, int64_t gns, int64_t N, int64_t S,
                                     double mean, double *sum, double *dotp) {
-	v4d s = {0, 0, 0, 0}, d = {0, 0, 0, 0}, mv = {mean, mean, mean, mean};
+	v8d s[2] = {{0}}, d[2] = {{0}}, mv = {mean, mean, mean, mean, mean, mean, mean, mean};
 	for (int64_t n = 0; n < N; n++) {
 		const uint16_t *xs = x + n * xns, *gs = g + n * gns;
 		int64_t i = 0;
-		for (; i + 4 <= S; i += 4) {
-			v4d gv = load4h(gs + i);
-			s += gv;
-			d += (load4h(xs + i) - mv) * gv;
-		}
+		for (; i + 16 <= S; i += 16)
+			for (int j = 0; j < 2; j++) {
+				v8d gv = load8h(gs + i + 8 * j);
+				s[j] += gv;
+				d[j] += (load8h(xs + i + 8 * j) - mv) * gv;
+			}
 		for (; i < S; i++) {
 			double gv = bf16d(gs[i]);
-			s[0] += gv;
-			d[0] += (bf16d(xs[i]) - mean) * gv;
+			s[0][0] += gv;
+			d[0][0] += (bf16d(xs[i]) - mean) * gv;
 		}
 	}
-	*sum = (s[0] + s[1]) + (s[2] + s[3]);
-	*dotp = (d[0] + d[1]) + (d[2] + d[3]);
+	*sum = total16(s);
+	*dotp = total16(d);
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default")))

@@ -138,7 +138,7 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 				continue
 			}
 			if fast {
-				// float32 rows read in place; the float64 statistics, four partial sums
+				// float32 rows read in place; the float64 statistics, 16 partial sums
 				// per pass (an add chain per element would dominate)
 				xr := f32Rows{x, c}
 				sd, hd := scaleShift(c, xr.sum)
@@ -201,7 +201,7 @@ func (r f32Rows) row(n int64) []float32 {
 	return unsafe.Slice((*float32)(at(r.t.Ptr, (n*r.t.Strides[0]+r.c*r.t.Strides[1])*4)), r.t.Sizes[2])
 }
 
-// sum is the channel's sum of x (sq: of (x-mean)^2) in float64, four partial sums.
+// sum is the channel's sum of x (sq: of (x-mean)^2) in float64, 16 partial sums (bnLanes).
 // base is the channel's first row; rows are Strides[0] floats apart.
 func (r f32Rows) base() unsafe.Pointer { return at(r.t.Ptr, r.c*r.t.Strides[1]*4) }
 
@@ -209,11 +209,39 @@ func (r f32Rows) sum(mean float64, sq bool) float64 {
 	if haveCNorm && !noCNorm {
 		return bnSumC(r.base(), r.t.Strides[0], r.t.Sizes[0], r.t.Sizes[2], mean, sq)
 	}
-	var a0, a1, a2, a3 float64
+	var a bnLanes
 	for n := int64(0); n < r.t.Sizes[0]; n++ {
-		a0, a1, a2, a3 = sums4(r.row(n), mean, sq, a0, a1, a2, a3)
+		for i, v := range r.row(n) {
+			d := float64(v)
+			if sq {
+				d = (d - mean) * (d - mean)
+			}
+			a.add(i, len(r.row(n)), d)
+		}
 	}
-	return (a0 + a1) + (a2 + a3)
+	return a.total()
+}
+
+// bnLanes are the 16 float64 partial sums of a batch-norm statistic (the C loops' order,
+// layernorm_cgo.go): element i of a row of length s goes to lane i%16 if it lies in one of
+// the row's whole 16-blocks, else to lane 0; the total adds lanes j, 4+j, 8+j, 12+j as
+// (a+b)+(c+d) for each j < 4, then those four the same way.
+type bnLanes [16]float64
+
+func (a *bnLanes) add(i, s int, v float64) {
+	if i < s/16*16 {
+		a[i%16] += v
+	} else {
+		a[0] += v
+	}
+}
+
+func (a *bnLanes) total() float64 {
+	var t [4]float64
+	for j := range t {
+		t[j] = (a[j] + a[4+j]) + (a[8+j] + a[12+j])
+	}
+	return (t[0] + t[1]) + (t[2] + t[3])
 }
 
 // batchNormStats saves channel c's batch statistics and updates the running ones from the
@@ -303,35 +331,25 @@ func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean,
 				continue
 			}
 			if fast {
-				// float32 rows in place, float64 math, four partial sums per statistic
+				// float32 rows in place, float64 math, 16 partial sums per statistic
 				xr, gr := f32Rows{x, c}, f32Rows{gout, c}
-				var s0, s1, s2, s3, d0, d1, d2, d3 float64
+				var sum, dotp float64
 				cN := haveCNorm && !noCNorm
 				if cN {
-					// the C loops leave the totals in s0 and d0
-					s0, d0 = bnBwdSumsC(xr.base(), x.Strides[0], gr.base(), gout.Strides[0], N, S, mean)
-				}
-				for n := int64(0); n < N && !cN; n++ {
-					xs, gs := xr.row(n), gr.row(n)
-					gs = gs[:len(xs)]
-					i := 0
-					for ; i+4 <= len(xs); i += 4 {
-						g0, g1, g2, g3 := float64(gs[i]), float64(gs[i+1]), float64(gs[i+2]), float64(gs[i+3])
-						s0 += g0
-						s1 += g1
-						s2 += g2
-						s3 += g3
-						d0 += (float64(xs[i]) - mean) * g0
-						d1 += (float64(xs[i+1]) - mean) * g1
-						d2 += (float64(xs[i+2]) - mean) * g2
-						d3 += (float64(xs[i+3]) - mean) * g3
+					sum, dotp = bnBwdSumsC(xr.base(), x.Strides[0], gr.base(), gout.Strides[0], N, S, mean)
+				} else {
+					var sl, dl bnLanes
+					for n := int64(0); n < N; n++ {
+						xs, gs := xr.row(n), gr.row(n)
+						gs = gs[:len(xs)]
+						for i, xv := range xs {
+							g := float64(gs[i])
+							sl.add(i, len(xs), g)
+							dl.add(i, len(xs), (float64(xv)-mean)*g)
+						}
 					}
-					for ; i < len(xs); i++ {
-						s0 += float64(gs[i])
-						d0 += (float64(xs[i]) - mean) * float64(gs[i])
-					}
+					sum, dotp = sl.total(), dl.total()
 				}
-				sum, dotp := (s0+s1)+(s2+s3), (d0+d1)+(d2+d3)
 				vec{gw}.set(c, dotp*invstd)
 				vec{gb}.set(c, sum)
 				if gin == nil {
