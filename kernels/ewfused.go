@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -93,17 +94,34 @@ func FusedElementwise(sizes []int64, ops []FusedOperand, steps []FusedStep) (int
 		return 0, nil
 	}
 	l := newLayout(sizes, strides, es)
-	l.runPer(bases, int64(4*len(steps)), func() rowFunc {
-		w := newFusedWorker(ops, steps)
+	var mu sync.Mutex
+	var workers []*fusedWorker // their pooled scratch goes back after the loop
+	// Rows are at most the layout's inner extent long: a small tensor (an optimizer step
+	// over biases) gets scratch of its own size, not ewChunk per buffer.
+	chunk := int64(ewChunk)
+	if len(l.sizes) > 0 {
+		chunk = max(min(chunk, l.sizes[len(l.sizes)-1]), 1)
+	}
+	// Split cost: one unit per element whatever the step count. The steps are vectorized C
+	// loops of a fraction of a nanosecond per element, and a split pays a helper's wake-up
+	// (tens of µs here): a 4608-element optimizer step ran 7x slower split.
+	l.runPer(bases, 1, func() rowFunc {
+		w := newFusedWorker(ops, steps, int(chunk))
+		mu.Lock()
+		workers = append(workers, w)
+		mu.Unlock()
 		return func(ptrs []unsafe.Pointer, s []int64, n int64) {
-			for lo := int64(0); lo < n; lo += ewChunk {
-				m := min(ewChunk, n-lo)
+			for lo := int64(0); lo < n; lo += chunk {
+				m := min(chunk, n-lo)
 				for k := range steps {
 					w.step(&steps[k], ptrs, s, real, dts, lo, m)
 				}
 			}
 		}
 	})
+	for _, w := range workers {
+		putF32(w.slab)
+	}
 	return -1, nil
 }
 
@@ -137,53 +155,113 @@ type fusedWorker struct {
 	aI    [][]int64
 	tmp   []float64
 	fb    []float64
+	// bc32[x] holds float32 operand x broadcast along the row (inner stride 0) as filled for
+	// the element at bcAt[x]: refilled only when the row moves to another element.
+	bc32  [][]float32
+	bcAt  []unsafe.Pointer
+	chunk int
+	slab  *[]float32 // pooled backing of the float32 buffers
 }
 
-func newFusedWorker(ops []FusedOperand, steps []FusedStep) *fusedWorker {
-	w := &fusedWorker{v32: make([][]float32, len(ops)), v64: make([][]float64, len(ops)), vI: make([][]int64, len(ops))}
-	var n32, n64, nI int
+func newFusedWorker(ops []FusedOperand, steps []FusedStep, chunk int) *fusedWorker {
+	w := &fusedWorker{v32: make([][]float32, len(ops)), v64: make([][]float64, len(ops)), vI: make([][]int64, len(ops)),
+		bc32: make([][]float32, len(ops)), bcAt: make([]unsafe.Pointer, len(ops)), chunk: chunk}
+	// float32 buffers (the common class) are carved from one pooled slab: a fused call per
+	// optimizer parameter would otherwise allocate and zero them every time.
+	var n32, n64, nI, f32Bufs int
+	virt32 := make([]bool, len(ops))
 	for _, st := range steps {
 		switch classOf(st.CDT) {
 		case classF32:
 			n32 = max(n32, len(st.Ins))
-			if w.out32 == nil {
-				w.out32 = make([]float32, ewChunk)
+			if ops[st.Out].Virtual {
+				virt32[st.Out] = true
 			}
-			if ops[st.Out].Virtual && w.v32[st.Out] == nil {
-				w.v32[st.Out] = make([]float32, ewChunk)
+			for _, x := range st.Ins {
+				if !ops[x].Virtual && ops[x].T.Strides[len(ops[x].T.Strides)-1] == 0 {
+					w.bc32[x] = []float32{} // a broadcast operand: gets a buffer below
+				}
 			}
 		case classF64:
 			n64 = max(n64, len(st.Ins))
 			if w.out64 == nil {
-				w.out64 = make([]float64, ewChunk)
+				w.out64 = make([]float64, chunk)
 			}
 			if ops[st.Out].Virtual && w.v64[st.Out] == nil {
-				w.v64[st.Out] = make([]float64, ewChunk)
+				w.v64[st.Out] = make([]float64, chunk)
 			}
 		default:
 			nI = max(nI, len(st.Ins))
 			if w.outI == nil {
-				w.outI = make([]int64, ewChunk)
-				w.fb = make([]float64, ewChunk)
+				w.outI = make([]int64, chunk)
+				w.fb = make([]float64, chunk)
 			}
 			if ops[st.Out].Virtual && w.vI[st.Out] == nil {
-				w.vI[st.Out] = make([]int64, ewChunk)
+				w.vI[st.Out] = make([]int64, chunk)
 			}
 		}
 	}
-	w.in32, w.a32 = make([][]float32, n32), make([][]float32, n32)
-	for j := range w.in32 {
-		w.in32[j] = make([]float32, ewChunk)
+	if n32 > 0 {
+		f32Bufs = n32 + 1
+		for x := range ops {
+			if virt32[x] {
+				f32Bufs++
+			}
+			if w.bc32[x] != nil {
+				f32Bufs++
+			}
+		}
+		w.slab = getF32(f32Bufs * chunk)
+		next := func() []float32 {
+			b := (*w.slab)[:chunk:chunk]
+			*w.slab = (*w.slab)[chunk:]
+			return b
+		}
+		base := *w.slab
+		w.out32 = next()
+		w.in32, w.a32 = make([][]float32, n32), make([][]float32, n32)
+		for j := range w.in32 {
+			w.in32[j] = next()
+		}
+		for x := range ops {
+			if virt32[x] {
+				w.v32[x] = next()
+			}
+			if w.bc32[x] != nil {
+				w.bc32[x] = next()[:0]
+			}
+		}
+		*w.slab = base
 	}
 	w.in64, w.a64 = make([][]float64, n64), make([][]float64, n64)
 	for j := range w.in64 {
-		w.in64[j] = make([]float64, ewChunk)
+		w.in64[j] = make([]float64, chunk)
 	}
 	w.inI, w.aI = make([][]int64, nI), make([][]int64, nI)
 	for j := range w.inI {
-		w.inI[j] = make([]int64, ewChunk)
+		w.inI[j] = make([]int64, chunk)
 	}
 	return w
+}
+
+// broadcast32 is a chunk of copies of the float32 at p (operand x's element for this row),
+// filled once per row element rather than once per step and chunk: an optimizer's scalar
+// operands would otherwise cost a fill per op per chunk.
+func (w *fusedWorker) broadcast32(x int, p unsafe.Pointer) []float32 {
+	b := w.bc32[x]
+	if len(b) > 0 && w.bcAt[x] == p {
+		return b
+	}
+	if cap(b) < w.chunk { // a stride-0 inner dim the layout made (not the operand's own last)
+		b = make([]float32, w.chunk)
+	}
+	b = b[:w.chunk]
+	v := *(*float32)(p)
+	for i := range b {
+		b[i] = v
+	}
+	w.bc32[x], w.bcAt[x] = b, p
+	return b
 }
 
 // step runs one op on elements [lo, lo+m) of the current row, loading and storing each
@@ -194,9 +272,13 @@ func (w *fusedWorker) step(st *FusedStep, ptrs []unsafe.Pointer, s []int64, real
 	case classF32:
 		ins := w.a32[:len(st.Ins)]
 		for j, x := range st.Ins {
-			if r := real[x]; r < 0 {
+			r := real[x]
+			switch {
+			case r < 0:
 				ins[j] = w.v32[x][:m]
-			} else {
+			case s[r] == 0 && dts[x] == Float32:
+				ins[j] = w.broadcast32(x, ptrs[r])[:m]
+			default:
 				ins[j] = loadF32(w.in32[j][:m], dts[x], at(ptrs[r], lo*s[r]), s[r], &w.tmp)
 			}
 		}

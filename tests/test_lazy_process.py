@@ -257,7 +257,8 @@ import habana_frameworks.torch.core as htcore
 g = torch.Generator().manual_seed(0)
 a, b, c = (torch.randn(3, 1000, 37, generator=g) for _ in range(3))
 ha, hb, hc = a.to("hpu"), b.to("hpu"), c.to("hpu")
-x = torch.nn.functional.gelu(ha * hb + hc * 0.3)
+per_row, per_col = c[:, :, :1].to("hpu"), c[0, 0].to("hpu")  # broadcast along / across rows
+x = torch.nn.functional.gelu(ha * hb + hc * 0.3 + per_row) * per_col
 x = torch.sigmoid(x) * torch.tanh(hb) - x.clamp(-0.5, 0.5) / (ha.abs() + 1)
 y = torch.addcdiv(x, ha, hc.exp(), value=-0.7).relu_()
 z = torch.where(y > 0.1, y, hb).to(torch.bfloat16) * 3

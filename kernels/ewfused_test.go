@@ -1,0 +1,83 @@
+package kernels
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+	"unsafe"
+)
+
+// A fused AdamW-like chain gives the bits of its ops run one by one, over full operands,
+// a scalar, a per-row value broadcast along the row (its address moves with the row,
+// so a filled broadcast buffer must be refilled) and a row broadcast down the columns;
+// rows longer than a chunk; virtual intermediates.
+func TestFusedMatchesUnfused(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	for _, sz := range [][2]int64{{5, 37}, {3, 3000}, {1, 4608}} {
+		rows, cols := sz[0], sz[1]
+		full := func() Tensor {
+			return f32Tensor(randF32(r, int(rows*cols)), []int64{rows, cols}, []int64{cols, 1})
+		}
+		p, g, m, v := full(), full(), full(), full()
+		scalar := f32Tensor([]float32{0.9}, []int64{rows, cols}, []int64{0, 0})
+		perRow := f32Tensor(randF32(r, int(rows)), []int64{rows, cols}, []int64{1, 0})
+		perCol := f32Tensor(randF32(r, int(cols)), []int64{rows, cols}, []int64{0, 1})
+		scratch := func() Tensor {
+			return f32Tensor(make([]float32, rows*cols), []int64{rows, cols}, []int64{cols, 1})
+		}
+		d1, d2, d3 := scratch(), scratch(), scratch()
+		ops := []FusedOperand{{T: p}, {T: g}, {T: m}, {T: v}, {T: scalar}, {T: perRow}, {T: perCol},
+			{T: d1}, {T: d2}, {T: d3}}
+		steps := []FusedStep{
+			{Op: EWOps["mul"], CDT: Float32, Out: 0, Ins: []int{0, 4}},
+			{Op: EWOps["lerp"], CDT: Float32, Out: 2, Ins: []int{2, 1, 5}},
+			{Op: EWOps["mul"], CDT: Float32, Out: 3, Ins: []int{3, 6}},
+			{Op: EWOps["addcmul"], CDT: Float32, Out: 3, Ins: []int{3, 1, 1}, P: []float64{0.001}},
+			{Op: EWOps["sqrt"], CDT: Float32, Out: 7, Ins: []int{3}},
+			{Op: EWOps["div"], CDT: Float32, Out: 8, Ins: []int{7, 5}},
+			{Op: EWOps["add"], CDT: Float32, Out: 9, Ins: []int{8, 4}, P: []float64{1}},
+			{Op: EWOps["addcdiv"], CDT: Float32, Out: 0, Ins: []int{0, 2, 9}, P: []float64{-0.001}},
+		}
+		snap := func() [][]float32 {
+			var out [][]float32
+			for _, o := range ops[:4] {
+				out = append(out, append([]float32(nil), f32Slice(o.T)...))
+			}
+			return out
+		}
+		restore := func(s [][]float32) {
+			for i, o := range ops[:4] {
+				copy(f32Slice(o.T), s[i])
+			}
+		}
+		start := snap()
+		for _, st := range steps {
+			ins := make([]Tensor, len(st.Ins))
+			for j, x := range st.Ins {
+				ins[j] = ops[x].T
+			}
+			if err := Elementwise(st.Op, Float32, ops[st.Out].T, ins, st.P); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := snap()
+		restore(start)
+		for _, k := range []int{7, 8, 9} {
+			ops[k].Virtual = true
+		}
+		if k, err := FusedElementwise([]int64{rows, cols}, ops, steps); err != nil {
+			t.Fatalf("step %d: %v", k, err)
+		}
+		for i, w := range want {
+			for j, x := range f32Slice(ops[i].T) {
+				if math.Float32bits(x) != math.Float32bits(w[j]) {
+					t.Fatalf("%v operand %d element %d: fused %v, unfused %v", sz, i, j, x, w[j])
+				}
+			}
+		}
+	}
+}
+
+func f32Slice(t Tensor) []float32 {
+	return unsafe.Slice((*float32)(t.Ptr), t.Sizes[0]*t.Sizes[1])
+}
