@@ -106,6 +106,21 @@ def test_conv_float64_and_errors(fallback_counter):
         F.conv2d(hpu(rnd(1, 3, 5, 5)), hpu(rnd(2, 2, 3, 3)))
 
 
+def test_shape_checks_survive_the_meta_memo():
+    # The lowerings remember each shape question's answer; a bad call is never remembered,
+    # so it raises CPU's error every time, also right after good calls of the same op.
+    x, w = hpu(rnd(1, 2, 5, 5)), hpu(rnd(3, 2, 3, 3))
+    for _ in range(2):
+        assert F.conv2d(x, w, padding=1).shape == (1, 3, 5, 5)
+        with pytest.raises(RuntimeError, match="expected input"):
+            F.conv2d(hpu(rnd(1, 4, 5, 5)), w)
+        with pytest.raises(RuntimeError) as e:
+            F.max_pool2d(x, 7)
+        with pytest.raises(RuntimeError) as c:
+            F.max_pool2d(rnd(1, 2, 5, 5), 7)
+        assert str(e.value) == str(c.value)
+
+
 @pytest.mark.parametrize("dtype", DT)
 @pytest.mark.parametrize("cfg", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
                                  dict(kernel_size=(3, 2), stride=(2, 1), dilation=(1, 2), ceil_mode=True)])

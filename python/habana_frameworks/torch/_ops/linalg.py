@@ -28,6 +28,39 @@ def meta(v):
     return v
 
 
+_META_MEMO: dict = {}
+
+
+def meta_of(op, *args):
+    """op on meta twins of args, memoized by the tensors' shapes, strides and dtypes and the
+    other arguments' values: a training loop asks the same question every step, and
+    torch's Python meta kernels cost up to ~100 µs a call. A call that raises is not
+    remembered, so bad arguments keep raising torch's own error. A list or tuple holding
+    tensors is not memoized."""
+    key = [op]
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            key.append((a.shape, a.stride(), a.dtype))
+        elif isinstance(a, (list, tuple)):
+            if any(isinstance(x, torch.Tensor) for x in a):
+                return op(*(meta(x) for x in args))
+            key.append((type(a), *a))
+        else:
+            key.append(a)
+    k = tuple(key)
+    try:
+        return _META_MEMO[k]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable argument
+        return op(*(meta(a) for a in args))
+    r = op(*(meta(a) for a in args))
+    if len(_META_MEMO) >= 4096:
+        _META_MEMO.clear()
+    _META_MEMO[k] = r
+    return r
+
+
 def _scalar(v) -> float:
     if isinstance(v, torch.Tensor):
         v = v.item()

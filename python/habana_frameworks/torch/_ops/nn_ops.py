@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from .. import _native
-from .linalg import meta
+from .linalg import meta, meta_of
 from .registry import NotNative, native
 
 aten = torch.ops.aten
@@ -64,7 +64,7 @@ def _conv_args(input, weight, stride, padding, dilation, transposed, groups):
 def convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed,
                              output_padding, groups):
     _floats(input, weight, bias)
-    m = aten.convolution(meta(input), meta(weight), meta(bias), stride, padding, dilation,
+    m = meta_of(aten.convolution, input, weight, bias, stride, padding, dilation,
                          transposed, output_padding, groups)
     x4, w4, ints = _conv_args(input, weight, stride, padding, dilation, transposed, groups)
     out = _empty(m, input.device)
@@ -121,7 +121,7 @@ def _fits(dst: torch.Tensor, m: torch.Tensor, *srcs: torch.Tensor) -> bool:
 @native("aten::max_pool2d_with_indices.out")
 def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=0, dilation=1,
                                 ceil_mode=False, *, out, indices):
-    out_m, idx_m = aten.max_pool2d_with_indices(meta(self), kernel_size, stride, padding, dilation, ceil_mode)
+    out_m, idx_m = meta_of(aten.max_pool2d_with_indices, self, kernel_size, stride, padding, dilation, ceil_mode)
     _floats(self)
     if _fits(out, out_m, self, indices) and _fits(indices, idx_m, self, out):
         if out.numel():
@@ -136,8 +136,8 @@ def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=0, dilatio
 @native("aten::max_pool2d_with_indices_backward.grad_input")
 def max_pool2d_with_indices_backward_out(grad_output, self, kernel_size, stride, padding, dilation,
                                          ceil_mode, indices, *, grad_input):
-    m = aten.max_pool2d_with_indices_backward(meta(grad_output), meta(self), kernel_size, stride,
-                                              padding, dilation, ceil_mode, meta(indices))
+    m = meta_of(aten.max_pool2d_with_indices_backward, grad_output, self, kernel_size, stride,
+                                              padding, dilation, ceil_mode, indices)
     _floats(grad_output, self)
     if _fits(grad_input, m, grad_output, indices):
         if grad_input.numel():
@@ -171,7 +171,7 @@ def _as4(t):
 
 @native("aten::max_pool2d_with_indices")
 def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    out_m, idx_m = aten.max_pool2d_with_indices(meta(self), kernel_size, stride, padding, dilation, ceil_mode)
+    out_m, idx_m = meta_of(aten.max_pool2d_with_indices, self, kernel_size, stride, padding, dilation, ceil_mode)
     _floats(self)
     k = _pair(kernel_size)
     ints = k + _pair(stride, k) + _pair(padding) + _pair(dilation)
@@ -184,8 +184,8 @@ def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
 @native("aten::max_pool2d_with_indices_backward")
 def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
                                      ceil_mode, indices):
-    m = aten.max_pool2d_with_indices_backward(meta(grad_output), meta(self), kernel_size, stride,
-                                              padding, dilation, ceil_mode, meta(indices))
+    m = meta_of(aten.max_pool2d_with_indices_backward, grad_output, self, kernel_size, stride,
+                                              padding, dilation, ceil_mode, indices)
     _floats(grad_output, self)
     gi = _empty(m, self.device)
     if gi.numel():
@@ -202,7 +202,7 @@ def _avg_ints(kernel_size, stride, padding, count_include_pad, divisor_override)
 @native("aten::avg_pool2d")
 def avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
-    m = aten.avg_pool2d(meta(self), kernel_size, stride, padding, ceil_mode, count_include_pad,
+    m = meta_of(aten.avg_pool2d, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
                         divisor_override)
     _floats(self)
     out = _empty(m, self.device)
@@ -215,7 +215,7 @@ def avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_i
 @native("aten::avg_pool2d_backward")
 def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override):
-    m = aten.avg_pool2d_backward(meta(grad_output), meta(self), kernel_size, stride, padding,
+    m = meta_of(aten.avg_pool2d_backward, grad_output, self, kernel_size, stride, padding,
                                  ceil_mode, count_include_pad, divisor_override)
     _floats(grad_output, self)
     gi = _empty(m, self.device)
@@ -227,7 +227,7 @@ def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mo
 
 @native("aten::_adaptive_avg_pool2d")
 def adaptive_avg_pool2d(self, output_size):
-    m = aten._adaptive_avg_pool2d(meta(self), output_size)
+    m = meta_of(aten._adaptive_avg_pool2d, self, output_size)
     _floats(self)
     out = _empty(m, self.device)
     if out.numel():
@@ -237,7 +237,7 @@ def adaptive_avg_pool2d(self, output_size):
 
 @native("aten::_adaptive_avg_pool2d_backward")
 def adaptive_avg_pool2d_backward(grad_output, self):
-    m = aten._adaptive_avg_pool2d_backward(meta(grad_output), meta(self))
+    m = meta_of(aten._adaptive_avg_pool2d_backward, grad_output, self)
     _floats(grad_output, self)
     gi = _empty(m, self.device)
     if gi.numel():
@@ -263,8 +263,8 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
         # kernel, a Python decomposition, costs more than the kernel itself)
         out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
     else:
-        ms = aten.native_batch_norm(meta(input), meta(weight), meta(bias), meta(running_mean),
-                                    meta(running_var), training, momentum, eps)
+        ms = meta_of(aten.native_batch_norm, input, weight, bias, running_mean,
+                                    running_var, training, momentum, eps)
         out = _empty(ms[0], input.device)
     _floats(input, weight, bias, running_mean, running_var)
     if input.dim() < 2:
@@ -368,7 +368,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
         ms = (torch.empty(input.shape, dtype=input.dtype, device="meta"),
               torch.empty(stat_shape, device="meta"), torch.empty(stat_shape, device="meta"))
     else:
-        ms = aten.native_layer_norm(meta(input), normalized_shape, meta(weight), meta(bias), eps)
+        ms = meta_of(aten.native_layer_norm, input, normalized_shape, weight, bias, eps)
     _floats(input, weight, bias)
     D = _numel(normalized_shape)
     # CPU keeps the statistics in the input dtype unless a reduced input meets float32
@@ -393,7 +393,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
 
 @native("aten::native_group_norm")
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
-    ms = aten.native_group_norm(meta(input), meta(weight), meta(bias), N, C, HxW, group, eps)
+    ms = meta_of(aten.native_group_norm, input, weight, bias, N, C, HxW, group, eps)
     _floats(input, weight, bias)
     out, mean, rstd = (_empty(m, input.device) for m in ms)
     if input.numel() == 0:
@@ -461,7 +461,7 @@ def index_select(self, dim, index):
         shape[dim % nd] = index.numel()
         out = torch.empty(shape, dtype=self.dtype, device=self.device)
     else:
-        m = aten.index_select(meta(self), dim, meta(index))
+        m = meta_of(aten.index_select, self, dim, index)
         if index.device.type != "hpu":
             raise NotNative
         out = _empty(m, self.device)
