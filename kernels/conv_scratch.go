@@ -40,6 +40,9 @@ func (s *convScratch[T]) get(n int) *[]T {
 }
 
 func (s *convScratch[T]) put(b *[]T) {
+	if b == nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.free) < convScratchKeep {

@@ -120,7 +120,9 @@ func FusedElementwise(sizes []int64, ops []FusedOperand, steps []FusedStep) (int
 		}
 	})
 	for _, w := range workers {
-		putF32(w.slab)
+		if w.slab != nil { // nil when no step computes in float32
+			putF32(w.slab)
+		}
 	}
 	return -1, nil
 }

@@ -81,3 +81,30 @@ func TestFusedMatchesUnfused(t *testing.T) {
 func f32Slice(t Tensor) []float32 {
 	return unsafe.Slice((*float32)(t.Ptr), t.Sizes[0]*t.Sizes[1])
 }
+
+// A fused loop with no float32 step (int64 here) has no float32 scratch to return to the
+// pool; the pool must stay usable after it.
+func TestFusedWithoutFloat32Steps(t *testing.T) {
+	a, b := []int64{1, 2, 3, 4}, []int64{10, 20, 30, 40}
+	i64 := func(v []int64) Tensor {
+		return Tensor{Ptr: unsafe.Pointer(&v[0]), DType: Int64, Sizes: []int64{4}, Strides: []int64{1}}
+	}
+	out := make([]int64, 4)
+	ops := []FusedOperand{{T: i64(out)}, {T: i64(a)}, {T: i64(b)}, {T: i64(out), Virtual: true}}
+	steps := []FusedStep{
+		{Op: EWOps["add"], CDT: Int64, Out: 3, Ins: []int{1, 2}, P: []float64{1}},
+		{Op: EWOps["mul"], CDT: Int64, Out: 0, Ins: []int{3, 1}},
+	}
+	if k, err := FusedElementwise([]int64{4}, ops, steps); err != nil {
+		t.Fatalf("step %d: %v", k, err)
+	}
+	for i := range out {
+		if out[i] != (a[i]+b[i])*a[i] {
+			t.Fatalf("element %d: %d", i, out[i])
+		}
+	}
+	putF32(getF32(16)) // the scratch pool still works
+	if b := getF32(8); b == nil || len(*b) != 8 {
+		t.Fatal("scratch pool broken")
+	}
+}
