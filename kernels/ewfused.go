@@ -94,6 +94,7 @@ func FusedElementwise(sizes []int64, ops []FusedOperand, steps []FusedStep) (int
 		return 0, nil
 	}
 	l := newLayout(sizes, strides, es)
+	cacheable := broadcastCacheable(ops, steps)
 	var mu sync.Mutex
 	var workers []*fusedWorker // their pooled scratch goes back after the loop
 	// Rows are at most the layout's inner extent long: a small tensor (an optimizer step
@@ -106,7 +107,7 @@ func FusedElementwise(sizes []int64, ops []FusedOperand, steps []FusedStep) (int
 	// loops of a fraction of a nanosecond per element, and a split pays a helper's wake-up
 	// (tens of µs here): a 4608-element optimizer step ran 7x slower split.
 	l.runPer(bases, 1, func() rowFunc {
-		w := newFusedWorker(ops, steps, int(chunk))
+		w := newFusedWorker(ops, steps, int(chunk), cacheable)
 		mu.Lock()
 		workers = append(workers, w)
 		mu.Unlock()
@@ -165,7 +166,53 @@ type fusedWorker struct {
 	slab  *[]float32 // pooled backing of the float32 buffers
 }
 
-func newFusedWorker(ops []FusedOperand, steps []FusedStep, chunk int) *fusedWorker {
+// broadcastCacheable marks the float32 operands whose values no step of the loop can
+// change: not an output of any step, and sharing no memory with one. Only those may be
+// filled once per row element (fusedWorker.broadcast32); in a one-element loop every
+// operand has stride 0, written ones included.
+func broadcastCacheable(ops []FusedOperand, steps []FusedStep) []bool {
+	written := make([]bool, len(ops))
+	for _, st := range steps {
+		written[st.Out] = true
+	}
+	ok := make([]bool, len(ops))
+	for x, o := range ops {
+		if o.Virtual || written[x] || o.T.DType != Float32 {
+			continue
+		}
+		lo, hi := memSpan(o.T)
+		ok[x] = true
+		for y, w := range ops {
+			if written[y] && !w.Virtual {
+				if wl, wh := memSpan(w.T); wl < hi && lo < wh {
+					ok[x] = false
+					break
+				}
+			}
+		}
+	}
+	return ok
+}
+
+// memSpan is the byte range [lo, hi) a view can touch.
+func memSpan(t Tensor) (uintptr, uintptr) {
+	lo, hi := uintptr(t.Ptr), uintptr(t.Ptr)
+	es := int64(t.DType.Size())
+	for d, n := range t.Sizes {
+		if n == 0 {
+			return lo, lo
+		}
+		off := (n - 1) * t.Strides[d] * es
+		if off < 0 {
+			lo -= uintptr(-off)
+		} else {
+			hi += uintptr(off)
+		}
+	}
+	return lo, hi + uintptr(es)
+}
+
+func newFusedWorker(ops []FusedOperand, steps []FusedStep, chunk int, cacheable []bool) *fusedWorker {
 	w := &fusedWorker{v32: make([][]float32, len(ops)), v64: make([][]float64, len(ops)), vI: make([][]int64, len(ops)),
 		bc32: make([][]float32, len(ops)), bcAt: make([]unsafe.Pointer, len(ops)), chunk: chunk}
 	// float32 buffers (the common class) are carved from one pooled slab: a fused call per
@@ -180,7 +227,7 @@ func newFusedWorker(ops []FusedOperand, steps []FusedStep, chunk int) *fusedWork
 				virt32[st.Out] = true
 			}
 			for _, x := range st.Ins {
-				if !ops[x].Virtual && ops[x].T.Strides[len(ops[x].T.Strides)-1] == 0 {
+				if cacheable[x] {
 					w.bc32[x] = []float32{} // a broadcast operand: gets a buffer below
 				}
 			}
@@ -254,9 +301,6 @@ func (w *fusedWorker) broadcast32(x int, p unsafe.Pointer) []float32 {
 	if len(b) > 0 && w.bcAt[x] == p {
 		return b
 	}
-	if cap(b) < w.chunk { // a stride-0 inner dim the layout made (not the operand's own last)
-		b = make([]float32, w.chunk)
-	}
 	b = b[:w.chunk]
 	v := *(*float32)(p)
 	for i := range b {
@@ -278,7 +322,7 @@ func (w *fusedWorker) step(st *FusedStep, ptrs []unsafe.Pointer, s []int64, real
 			switch {
 			case r < 0:
 				ins[j] = w.v32[x][:m]
-			case s[r] == 0 && dts[x] == Float32:
+			case s[r] == 0 && w.bc32[x] != nil:
 				ins[j] = w.broadcast32(x, ptrs[r])[:m]
 			default:
 				ins[j] = loadF32(w.in32[j][:m], dts[x], at(ptrs[r], lo*s[r]), s[r], &w.tmp)

@@ -108,3 +108,24 @@ func TestFusedWithoutFloat32Steps(t *testing.T) {
 		t.Fatal("scratch pool broken")
 	}
 }
+
+// In a one-element loop every operand has inner stride 0: an operand a step writes must
+// be re-read by the later steps, never served from a broadcast buffer filled earlier.
+func TestFusedOneElementRereadsWrittenOperands(t *testing.T) {
+	for _, strides := range [][]int64{{1}, {0}} {
+		x, y, c := []float32{1}, []float32{0}, []float32{10}
+		f := func(v []float32) Tensor { return f32Tensor(v, []int64{1}, strides) }
+		ops := []FusedOperand{{T: f(x)}, {T: f(y)}, {T: f(c)}}
+		steps := []FusedStep{
+			{Op: EWOps["mul"], CDT: Float32, Out: 0, Ins: []int{0, 2}},                  // x *= c
+			{Op: EWOps["add"], CDT: Float32, Out: 1, Ins: []int{0, 2}, P: []float64{1}}, // y = x + c
+			{Op: EWOps["mul"], CDT: Float32, Out: 0, Ins: []int{0, 1}},                  // x *= y
+		}
+		if k, err := FusedElementwise([]int64{1}, ops, steps); err != nil {
+			t.Fatalf("step %d: %v", k, err)
+		}
+		if y[0] != 20 || x[0] != 200 {
+			t.Fatalf("strides %v: x %v y %v, want 200 20", strides, x[0], y[0])
+		}
+	}
+}
