@@ -3,6 +3,7 @@ package bridge
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"sync/atomic"
 
 	"hpusim/kernels"
 )
@@ -39,6 +40,9 @@ type graph struct {
 	dead   []bool            // per ordinal: released by the program before the graph was launched
 	seq    uint64            // launch number
 	reason string            // what triggered the launch (for logs and dumps)
+	// launched is seq for the worker's streaming loop, which may still be running the
+	// graph's prefix when the host launches it (seq is guarded by engine.mu).
+	launched atomic.Uint64
 
 	// Streaming: while the graph is still being recorded and the worker has nothing
 	// launched to run, it runs the recorded prefix node by node (see engine.streamSome).

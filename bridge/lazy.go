@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -29,8 +30,11 @@ type storage struct {
 	// The newest launched graphs (by seq) that may write it and that use it at all: a
 	// host access waits for these only, not for every graph in flight.
 	lastWrite, lastUse uint64
-	freed              bool  // released by the program: really freed once refs reaches 0
-	poison             error // set when a failed graph should have written it
+	// lastWriteNode is the index, in graph lastWrite, of the last node that writes it: a
+	// host read waits only until the worker has run that far into the graph.
+	lastWriteNode int
+	freed         bool  // released by the program: really freed once refs reaches 0
+	poison        error // set when a failed graph should have written it
 }
 
 type launch struct {
@@ -65,6 +69,13 @@ type engine struct {
 	qcond    *sync.Cond
 	inflight int
 	doneSeq  uint64 // seq of the last graph the worker finished (graphs run in seq order)
+	// Progress inside the graph being run: nodes [0, runPos) of graph runSeq are done
+	// (run, or removed as dead). A waiter for node wantNode of graph wantSeq is woken
+	// when the run passes it, not only at the graph's end.
+	runSeq            uint64
+	runPos            int
+	wantSeq           uint64
+	wantNode, waiters int
 
 	maxOps int
 	// maxOpsSync (PT_HPU_MAX_COMPOUND_OP_SYNC): a launch at the maxOps cap also waits for
@@ -270,10 +281,22 @@ func snapshot(t kernels.Tensor) ([]byte, unsafe.Pointer) {
 // raised at the next trigger. The call must not read what a failed graph poisoned.
 func (e *engine) runHostCall(op *Op, c *Call, eff effect) error {
 	e.hostCalls.Add(1)
+	e.mu.Lock()
+	before := e.seq
+	e.mu.Unlock()
 	if err := e.launchCurrent("host read (" + op.Name + ")"); err != nil {
 		return err
 	}
+	e.mu.Lock()
+	launched := e.seq // > before: this read launched graph `launched`, its trigger
+	e.mu.Unlock()
+	// A read waits for the node that last writes what it reads in a graph launched
+	// earlier (the loss of a step is ready long before the step's backward has run; a
+	// later failure in that graph is raised at the next trigger, as one of a later graph
+	// in flight is), and for the whole graph this read launched, which it triggers. A
+	// write waits for every graph that uses the storage.
 	var need uint64
+	needNode := 0
 	e.mu.Lock()
 	for i, t := range c.T {
 		if t.Numel() == 0 {
@@ -281,16 +304,21 @@ func (e *engine) runHostCall(op *Op, c *Call, eff effect) error {
 		}
 		if base, _, ok := device.Find(uintptr(t.Ptr)); ok {
 			if st := e.stos[uintptr(base)]; st != nil {
+				seq, node := st.lastWrite, st.lastWriteNode
 				if eff.writesOp(i) {
-					need = max(need, st.lastUse)
-				} else {
-					need = max(need, st.lastWrite)
+					seq, node = st.lastUse, math.MaxInt
+				}
+				if seq > before && seq <= launched {
+					node = math.MaxInt
+				}
+				if seq > need || (seq == need && node > needNode) {
+					need, needNode = seq, node
 				}
 			}
 		}
 	}
 	e.mu.Unlock()
-	e.waitSeq(need)
+	e.waitNode(need, needNode)
 	if err := e.takeErr(); err != nil {
 		return err
 	}
@@ -333,6 +361,7 @@ func (e *engine) launchCurrent(reason string) error {
 	}
 	e.seq++
 	g.seq = e.seq
+	g.launched.Store(g.seq)
 	g.reason = reason
 	taken := g.taken // final: the worker streams only the current graph
 	for _, st := range g.stos {
@@ -342,7 +371,8 @@ func (e *engine) launchCurrent(reason string) error {
 		n := &g.nodes[k]
 		for _, w := range n.eff.writes {
 			if w < len(n.args) && n.args[w].sto >= 0 {
-				g.stos[n.args[w].sto].lastWrite = g.seq
+				st := g.stos[n.args[w].sto]
+				st.lastWrite, st.lastWriteNode = g.seq, k
 			}
 		}
 	}
@@ -387,15 +417,32 @@ func (e *engine) wait() {
 	e.waitNs.Add(int64(time.Since(t0)))
 }
 
-// waitSeq blocks until the worker has run every graph up to launch number seq.
-func (e *engine) waitSeq(seq uint64) {
+// waitNode blocks until the worker has run every graph before launch number seq and
+// graph seq up to and including node (math.MaxInt: all of it; a failed graph counts as
+// run).
+func (e *engine) waitNode(seq uint64, node int) {
 	t0 := time.Now()
 	e.qmu.Lock()
-	for e.doneSeq < seq {
+	for e.doneSeq < seq && (e.runSeq != seq || e.runPos <= node) {
+		// One target is kept: with several waiting host threads, one may be woken only
+		// when the graph ends, never later.
+		e.wantSeq, e.wantNode = seq, node
+		e.waiters++
 		e.qcond.Wait()
+		e.waiters--
 	}
 	e.qmu.Unlock()
 	e.waitNs.Add(int64(time.Since(t0)))
+}
+
+// progress records that nodes [0, pos) of graph seq are done.
+func (e *engine) progress(seq uint64, pos int) {
+	e.qmu.Lock()
+	e.runSeq, e.runPos = seq, pos
+	if e.waiters > 0 && e.wantSeq == seq && pos > e.wantNode {
+		e.qcond.Broadcast()
+	}
+	e.qmu.Unlock()
 }
 
 func (e *engine) takeErr() error {
@@ -493,6 +540,9 @@ func (e *engine) streamSome() bool {
 			break
 		}
 		g.done = from + k + 1
+		if seq := g.launched.Load(); seq != 0 {
+			e.progress(seq, g.done) // a host read may be waiting for this prefix
+		}
 	}
 	e.streamed.Add(int64(g.done - from))
 	e.busyNs.Add(int64(time.Since(t0)))

@@ -22,12 +22,15 @@ func (e *engine) execute(g *graph, p *plan) {
 		// without streaming, its failure is no failure. The rest runs from it on.
 	}
 	poisoned := e.poisonedIn(g)
+	prog := newProgress(g, p)
+	e.progress(g.seq, prog.pos)
 	for _, st := range p.steps {
 		nodes := []int{st.node}
 		if st.group != nil {
 			nodes = st.group.nodes
 		}
 		if nodes[len(nodes)-1] < g.done {
+			prog.finish(e, g, nodes)
 			continue // already run by streaming
 		}
 		if poisoned != nil {
@@ -53,6 +56,7 @@ func (e *engine) execute(g *graph, p *plan) {
 					return
 				}
 			}
+			prog.finish(e, g, nodes)
 			continue
 		}
 		var failed int
@@ -70,6 +74,45 @@ func (e *engine) execute(g *graph, p *plan) {
 			e.fail(g, nodes[0], fmt.Errorf("lazy graph #%d failed in op %s: %v", g.seq, g.nodes[failed].op.Name, err))
 			return
 		}
+		prog.finish(e, g, nodes)
+	}
+}
+
+// runProgress tracks which nodes of the graph being run are done (run, by streaming or
+// the plan, or removed as dead) and publishes the first that is not (engine.progress),
+// so that a host read of a value the graph produced early returns before the rest runs.
+type runProgress struct {
+	done []bool
+	pos  int
+}
+
+func newProgress(g *graph, p *plan) *runProgress {
+	r := &runProgress{done: make([]bool, len(g.nodes))}
+	for i := range min(g.done, len(g.nodes)) {
+		r.done[i] = true
+	}
+	for _, i := range p.removed {
+		r.done[i] = true
+	}
+	r.advance()
+	return r
+}
+
+func (r *runProgress) advance() {
+	for r.pos < len(r.done) && r.done[r.pos] {
+		r.pos++
+	}
+}
+
+// finish marks a plan step's nodes done and publishes the new position if it moved.
+func (r *runProgress) finish(e *engine, g *graph, nodes []int) {
+	old := r.pos
+	for _, n := range nodes {
+		r.done[n] = true
+	}
+	r.advance()
+	if r.pos != old {
+		e.progress(g.seq, r.pos)
 	}
 }
 

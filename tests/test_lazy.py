@@ -123,6 +123,47 @@ def test_launch_is_asynchronous():
     assert torch.isfinite(y.cpu()).all()
 
 
+def test_host_read_waits_only_for_the_value_it_reads():
+    # A read of a value a launched graph produced early returns while the rest of the
+    # graph still runs (the loss before the backward); the host records on meanwhile.
+    a_cpu = torch.randn(768, 768)
+    a = a_cpu.to("hpu")
+    htcore.mark_step(sync=True)
+    early = a[0, :4] * 2
+    x = a
+    for _ in range(24):
+        x = torch.mm(x, a) * 1e-2
+    htcore.mark_step()
+    assert torch.equal(early.cpu(), a_cpu[0, :4] * 2)
+    assert _lazy.stats()["inflight"] >= 1, "the read waited for the whole graph"
+    htcore.mark_step(sync=True)
+    assert torch.isfinite(x.cpu()).all()
+
+
+def test_values_written_before_a_failure_stay_valid():
+    a = torch.ones(8).to("hpu")
+    out = torch.empty(8, device="hpu")
+    htcore.mark_step(sync=True)
+    early = a[:4] + 1  # another shape: not fused with the failing op
+    _native.run("ew.add", (out, a, a), (99,))  # fails when run, after `early` is written
+    with pytest.raises(RuntimeError, match="ew.add"):
+        htcore.mark_step(sync=True)
+    assert torch.equal(early.cpu(), torch.full((4,), 2.0))
+    with pytest.raises(RuntimeError, match="no valid data"):
+        out.cpu()
+
+
+def test_read_that_launches_a_failing_graph_raises():
+    # The read is this graph's trigger: it waits for all of it and raises its failure.
+    a = torch.ones(8).to("hpu")
+    out = torch.empty(8, device="hpu")
+    htcore.mark_step(sync=True)
+    early = a[:4] + 1
+    _native.run("ew.add", (out, a, a), (99,))
+    with pytest.raises(RuntimeError, match="ew.add"):
+        early.cpu()
+
+
 def test_frees_are_deferred_until_the_graph_ran():
     a = torch.ones(1 << 18).to("hpu")  # 1 MiB
     htcore.mark_step(sync=True)
