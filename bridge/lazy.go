@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -411,7 +412,9 @@ func (e *engine) wait() {
 	t0 := time.Now()
 	e.qmu.Lock()
 	for e.inflight > 0 {
+		e.waiters++
 		e.qcond.Wait()
+		e.waiters--
 	}
 	e.qmu.Unlock()
 	e.waitNs.Add(int64(time.Since(t0)))
@@ -439,10 +442,17 @@ func (e *engine) waitNode(seq uint64, node int) {
 func (e *engine) progress(seq uint64, pos int) {
 	e.qmu.Lock()
 	e.runSeq, e.runPos = seq, pos
-	if e.waiters > 0 && e.wantSeq == seq && pos > e.wantNode {
+	woke := e.waiters > 0 && e.wantSeq == seq && pos > e.wantNode
+	if woke {
 		e.qcond.Broadcast()
 	}
 	e.qmu.Unlock()
+	if woke {
+		// The woken host goroutine waits in this processor's run queue (locked to the
+		// host's thread) while the worker runs on in C kernels, which the scheduler does
+		// not preempt: it could wait for the graph's end. Yield so the host goes on now.
+		runtime.Gosched()
+	}
 }
 
 func (e *engine) takeErr() error {
@@ -489,7 +499,11 @@ func (e *engine) runLaunch(l launch) {
 	e.inflight--
 	e.doneSeq = l.g.seq
 	e.qcond.Broadcast()
+	waiters := e.waiters
 	e.qmu.Unlock()
+	if waiters > 0 {
+		runtime.Gosched() // let a woken host go on now (see progress)
+	}
 }
 
 // streamSome runs the current graph's recorded but not yet run nodes, one by one, when
