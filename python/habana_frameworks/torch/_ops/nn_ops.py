@@ -1,15 +1,16 @@
 """Neural-network ops lowered to Go: convolution (im2col + GEMM), pooling, batch/layer
 norm, embedding.
 
-Shapes, dtypes and argument errors come from running the same aten op on meta tensors,
-so they match torch's own checks; the Go kernels then fill hpu memory in place.
+Shapes, dtypes and argument errors come from running the same aten op on meta tensors
+(memoized per shape, meta_of), so they match torch's own checks; the Go kernels then fill
+hpu memory in place.
 """
 from __future__ import annotations
 
 import torch
 
 from .. import _native
-from .linalg import meta, meta_of
+from .linalg import meta_of
 from .registry import NotNative, native
 
 aten = torch.ops.aten
@@ -65,7 +66,7 @@ def convolution_overrideable(input, weight, bias, stride, padding, dilation, tra
                              output_padding, groups):
     _floats(input, weight, bias)
     m = meta_of(aten.convolution, input, weight, bias, stride, padding, dilation,
-                         transposed, output_padding, groups)
+                transposed, output_padding, groups)
     x4, w4, ints = _conv_args(input, weight, stride, padding, dilation, transposed, groups)
     out = _empty(m, input.device)
     if bias is not None and bias.dtype != input.dtype:
@@ -137,7 +138,7 @@ def max_pool2d_with_indices_out(self, kernel_size, stride=(), padding=0, dilatio
 def max_pool2d_with_indices_backward_out(grad_output, self, kernel_size, stride, padding, dilation,
                                          ceil_mode, indices, *, grad_input):
     m = meta_of(aten.max_pool2d_with_indices_backward, grad_output, self, kernel_size, stride,
-                                              padding, dilation, ceil_mode, indices)
+                padding, dilation, ceil_mode, indices)
     _floats(grad_output, self)
     if _fits(grad_input, m, grad_output, indices):
         if grad_input.numel():
@@ -185,7 +186,7 @@ def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
 def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
                                      ceil_mode, indices):
     m = meta_of(aten.max_pool2d_with_indices_backward, grad_output, self, kernel_size, stride,
-                                              padding, dilation, ceil_mode, indices)
+                padding, dilation, ceil_mode, indices)
     _floats(grad_output, self)
     gi = _empty(m, self.device)
     if gi.numel():
@@ -203,7 +204,7 @@ def _avg_ints(kernel_size, stride, padding, count_include_pad, divisor_override)
 def avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     m = meta_of(aten.avg_pool2d, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                        divisor_override)
+                divisor_override)
     _floats(self)
     out = _empty(m, self.device)
     if out.numel():
@@ -216,7 +217,7 @@ def avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_i
 def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override):
     m = meta_of(aten.avg_pool2d_backward, grad_output, self, kernel_size, stride, padding,
-                                 ceil_mode, count_include_pad, divisor_override)
+                ceil_mode, count_include_pad, divisor_override)
     _floats(grad_output, self)
     gi = _empty(m, self.device)
     if gi.numel():
@@ -264,7 +265,7 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
         out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
     else:
         ms = meta_of(aten.native_batch_norm, input, weight, bias, running_mean,
-                                    running_var, training, momentum, eps)
+                     running_var, training, momentum, eps)
         out = _empty(ms[0], input.device)
     _floats(input, weight, bias, running_mean, running_var)
     if input.dim() < 2:
