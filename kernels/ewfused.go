@@ -261,12 +261,12 @@ func newFusedWorker(ops []FusedOperand, steps []FusedStep, chunk int, cacheable 
 			}
 		}
 		w.slab = getF32(f32Bufs * chunk)
+		off := 0
 		next := func() []float32 {
-			b := (*w.slab)[:chunk:chunk]
-			*w.slab = (*w.slab)[chunk:]
+			b := (*w.slab)[off : off+chunk : off+chunk]
+			off += chunk
 			return b
 		}
-		base := *w.slab
 		w.out32 = next()
 		w.in32, w.a32 = make([][]float32, n32), make([][]float32, n32)
 		for j := range w.in32 {
@@ -280,7 +280,6 @@ func newFusedWorker(ops []FusedOperand, steps []FusedStep, chunk int, cacheable 
 				w.bc32[x] = next()[:0]
 			}
 		}
-		*w.slab = base
 	}
 	w.in64, w.a64 = make([][]float64, n64), make([][]float64, n64)
 	for j := range w.in64 {

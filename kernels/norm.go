@@ -211,12 +211,13 @@ func (r f32Rows) sum(mean float64, sq bool) float64 {
 	}
 	var a bnLanes
 	for n := int64(0); n < r.t.Sizes[0]; n++ {
-		for i, v := range r.row(n) {
+		row := r.row(n)
+		for i, v := range row {
 			d := float64(v)
 			if sq {
 				d = (d - mean) * (d - mean)
 			}
-			a.add(i, len(r.row(n)), d)
+			a.add(i, len(row), d)
 		}
 	}
 	return a.total()
