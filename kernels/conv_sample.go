@@ -74,6 +74,10 @@ func convFwdSamples[T gemmFloat](out, in Tensor, w, b []T, g convGeom, p ConvPar
 // convBwdSamples computes the requested gradients; dw (O*Kc, zeroed) and db (O) are the
 // compute-type results the caller stores.
 func convBwdSamples[T gemmFloat](gin *Tensor, dw, db []T, gout, in Tensor, w []T, g convGeom, p ConvParams) {
+	if w32, ok := any(w).([]float32); ok && convF32GradOK(g, p, gin != nil) {
+		convBwdF32Grad(gin, any(dw).([]float32), any(db).([]float32), gout, in, w32, g, p) // conv_f32grad.go
+		return
+	}
 	pw := pointwise(g, p)
 	var sums []T
 	if db != nil {

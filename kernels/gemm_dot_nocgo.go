@@ -35,3 +35,11 @@ func f32DotTiles(pa, pb []float32, m, n, k int, alpha, beta float32, c unsafe.Po
 func f32DotConvFwd(pa, x, y []float32, g convGeom, p ConvParams, s *f32ConvScratch) {
 	panic(noDotKernel)
 }
+
+func f32ConvWeightGrad(acc, dy, x []float32, s, gi int, g convGeom, p ConvParams, xp []float32) {
+	panic(noDotKernel)
+}
+func f32LaneSums(acc, dst []float32) { panic(noDotKernel) }
+func f32ConvInputGrad(pa, dy, dx []float32, g convGeom, p ConvParams, s *f32GradScratch) {
+	panic(noDotKernel)
+}
