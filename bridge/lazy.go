@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -90,6 +91,25 @@ type engine struct {
 	busyNs    atomic.Int64 // worker time running graphs (utilisation = busy / wall)
 	waitNs    atomic.Int64 // host time blocked on the worker (sync, full queue)
 	hostCalls atomic.Int64 // calls that touched host memory (host reads: .cpu(), .item(), ...)
+	// The host thread's activity, for kernels.SetSolo: lastRecord is when it last
+	// recorded an op (ns since engineEpoch), hostWaiting counts host threads blocked on
+	// the worker.
+	lastRecord  atomic.Int64
+	hostWaiting atomic.Int32
+}
+
+// engineEpoch is the origin of engine.lastRecord (monotonic).
+var engineEpoch = time.Now()
+
+// hostActiveWindow is how long after its last recorded op the host counts as busy: the
+// Python between two ops of a training step takes a few microseconds to tens of them.
+const hostActiveWindow = 200 * time.Microsecond
+
+// hostBusy reports whether the host thread is running (recording a graph) rather than
+// blocked on the worker or gone quiet: then kernels run on the worker's thread alone and
+// the host keeps the other core (kernels.SetSolo).
+func (e *engine) hostBusy() bool {
+	return e.hostWaiting.Load() == 0 && time.Since(engineEpoch)-time.Duration(e.lastRecord.Load()) < hostActiveWindow
 }
 
 var (
@@ -114,6 +134,10 @@ func EnableLazy() {
 	}
 	e.qcond = sync.NewCond(&e.qmu)
 	kernels.SerialBLAS() // the host records while the worker runs: no extra BLAS threads
+	if !envFalse("HPUSIM_LAZY_SOLO") {
+		kernels.SetSolo(e.hostBusy)
+	}
+	lazyRuntime()
 	go e.worker()
 	device.SetReclaimer(e.reclaim)
 	startLazyProfile()
@@ -122,8 +146,31 @@ func EnableLazy() {
 	logf(levelInfo, "lazy mode enabled (max compound op size %d)", e.maxOps)
 }
 
+// lazyRuntime tunes the Go runtime for lazy mode, where the library is busy on every core.
+//
+// Processors: one more than the machine has cores (unless GOMAXPROCS is set). Lazy mode
+// runs three busy threads: the host recording, the worker and the kernel pool's helper.
+// With a processor per core, the host's every call into the library, the worker's every
+// return from a C kernel and the helper's wake-ups queue for a processor (the reference
+// CNN's scheduler trace showed 0.8 s of such waits per second of training); with one
+// more, the OS shares the cores among them instead. Kernels still split their work over
+// one worker per core (kernels.Workers).
+//
+// Garbage collection: at GOGC 400 (unless GOGC is set). The library's heap is small (a
+// few MB of graph records and host-copy snapshots) but turned over fast (about 70 MB/s
+// while the CNN trains), so the default of 100 collected every 15 ms.
+func lazyRuntime() {
+	if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) == runtime.NumCPU() {
+		runtime.GOMAXPROCS(runtime.NumCPU() + 1)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+}
+
 // noteRecord keeps the cost of one record call for RecordCostMedian.
 func (e *engine) noteRecord(ns int64) {
+	e.lastRecord.Store(int64(time.Since(engineEpoch)))
 	i := e.recordPos.Add(1) - 1
 	e.recordNs[i%int64(len(e.recordNs))].Store(ns)
 }
@@ -410,6 +457,8 @@ func (e *engine) sync(reason string) error {
 // wait blocks until the worker has run every launched graph.
 func (e *engine) wait() {
 	t0 := time.Now()
+	e.hostWaiting.Add(1)
+	defer e.hostWaiting.Add(-1)
 	e.qmu.Lock()
 	for e.inflight > 0 {
 		e.waiters++
@@ -425,6 +474,8 @@ func (e *engine) wait() {
 // run).
 func (e *engine) waitNode(seq uint64, node int) {
 	t0 := time.Now()
+	e.hostWaiting.Add(1)
+	defer e.hostWaiting.Add(-1)
 	e.qmu.Lock()
 	for e.doneSeq < seq && (e.runSeq != seq || e.runPos <= node) {
 		// One target is kept: with several waiting host threads, one may be woken only

@@ -3,8 +3,12 @@ package bridge
 import (
 	"math"
 	"math/rand"
+	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"hpusim/device"
@@ -270,5 +274,47 @@ func TestCanonicalFormIgnoresAddressesAndData(t *testing.T) {
 	w1, w2 := mk(), mk()
 	if !equalWords(w1, w2) || hashWords(w1) != hashWords(w2) {
 		t.Fatal("canonical form depends on addresses or data")
+	}
+}
+
+// The solo hint (kernels.SetSolo) follows the host: busy right after it records, not
+// while it waits on the worker, nor once it has been quiet for the window.
+func TestHostBusyFollowsRecording(t *testing.T) {
+	a, b := newBuf(t, 64), newBuf(t, 64)
+	ew(t, "ew.add", b.all(), []kernels.Tensor{a.all(), a.all()}, 1)
+	if !eng.hostBusy() {
+		t.Fatal("host not busy right after recording")
+	}
+	eng.hostWaiting.Add(1)
+	busy := eng.hostBusy()
+	eng.hostWaiting.Add(-1)
+	if busy {
+		t.Fatal("host busy while waiting on the worker")
+	}
+	time.Sleep(2 * hostActiveWindow)
+	if eng.hostBusy() {
+		t.Fatal("host busy after a quiet window")
+	}
+	if err := Step(true, "test"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Lazy mode gives the runtime a processor more than the cores (kernels keep one worker a
+// core) and collects garbage less often, unless the environment says otherwise.
+func TestLazyRuntime(t *testing.T) {
+	if os.Getenv("GOMAXPROCS") == "" {
+		if got, want := runtime.GOMAXPROCS(0), runtime.NumCPU()+1; got != want {
+			t.Fatalf("GOMAXPROCS %d, want %d", got, want)
+		}
+	}
+	if got := kernels.Workers(); got != min(runtime.GOMAXPROCS(0), runtime.NumCPU()) {
+		t.Fatalf("kernel workers %d with GOMAXPROCS %d and %d cores", got, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	}
+	if os.Getenv("GOGC") == "" {
+		prev := debug.SetGCPercent(400)
+		if prev != 400 {
+			t.Fatalf("GOGC %d, want 400", prev)
+		}
 	}
 }

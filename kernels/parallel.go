@@ -20,7 +20,7 @@ type KernelPanic struct{ Value any }
 func (p KernelPanic) Error() string { return fmt.Sprintf("kernel panic: %v", p.Value) }
 
 // Workers is how many workers (the caller plus pool helpers) a large kernel uses.
-func Workers() int { return runtime.GOMAXPROCS(0) }
+func Workers() int { return min(runtime.GOMAXPROCS(0), runtime.NumCPU()) }
 
 // ParallelFor runs fn over [0,n) split in contiguous chunks, one per worker, when the
 // total work (n*cost elements) is large enough; otherwise inline. The chunk bounds depend
@@ -59,7 +59,7 @@ func RunParts(parts int, fn func(i int)) {
 	if parts <= 0 {
 		return
 	}
-	if parts == 1 || Workers() < 2 || !workPool.busy.CompareAndSwap(false, true) {
+	if parts == 1 || Workers() < 2 || soloNow() || !workPool.busy.CompareAndSwap(false, true) {
 		for i := 0; i < parts; i++ {
 			fn(i)
 		}
@@ -82,6 +82,27 @@ func RunParts(parts int, fn func(i int)) {
 	if p := j.panicked.Load(); p != nil {
 		panic(KernelPanic{*p})
 	}
+}
+
+// soloHook, when set, reports whether kernels should keep to their calling thread for
+// now. Lazy mode sets it: while the host thread records (Python, a core's worth of work),
+// the worker and a helper would be three busy threads on two cores, and a helper that the
+// OS deschedules mid-part holds up the whole kernel. The parts are the same either way
+// (they depend only on the worker count), so results do not change.
+var soloHook atomic.Pointer[func() bool]
+
+// SetSolo installs the hook (nil removes it).
+func SetSolo(f func() bool) {
+	if f == nil {
+		soloHook.Store(nil)
+		return
+	}
+	soloHook.Store(&f)
+}
+
+func soloNow() bool {
+	f := soloHook.Load()
+	return f != nil && (*f)()
 }
 
 // poolJob is one RunParts call: parts are claimed through next; the worker that

@@ -179,3 +179,53 @@ func TestHushParksSpinningHelpers(t *testing.T) {
 		}
 	}
 }
+
+// With the solo hook reporting true, RunParts runs every part on the caller, one after
+// another in order; ParallelFor's chunks stay those of the worker count, so results that
+// combine per-chunk partials do not change.
+func TestSoloRunsPartsOnCaller(t *testing.T) {
+	chunks := func() map[[2]int64]bool {
+		var mu sync.Mutex
+		b := map[[2]int64]bool{}
+		ParallelFor(1000003, 7, func(lo, hi int64) {
+			mu.Lock()
+			b[[2]int64{lo, hi}] = true
+			mu.Unlock()
+		})
+		return b
+	}
+	withWorkers(t, 2, func() {
+		want := chunks()
+		SetSolo(func() bool { return true })
+		defer SetSolo(nil)
+		for rep := 0; rep < 20; rep++ {
+			var running, most atomic.Int32
+			var order []int
+			RunParts(8, func(i int) {
+				if n := running.Add(1); n > most.Load() {
+					most.Store(n)
+				}
+				order = append(order, i) // only ever one part at a time
+				time.Sleep(10 * time.Microsecond)
+				running.Add(-1)
+			})
+			if most.Load() != 1 || len(order) != 8 {
+				t.Fatalf("rep %d: %d parts at once, %d parts ran", rep, most.Load(), len(order))
+			}
+			for i, p := range order {
+				if p != i {
+					t.Fatalf("rep %d: parts ran in order %v", rep, order)
+				}
+			}
+		}
+		got := chunks()
+		if len(got) != len(want) || len(want) < 2 {
+			t.Fatalf("solo chunks %v, pooled %v", got, want)
+		}
+		for c := range want {
+			if !got[c] {
+				t.Fatalf("solo chunks %v, pooled %v", got, want)
+			}
+		}
+	})
+}
