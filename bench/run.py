@@ -17,7 +17,7 @@ variables and flags (PT_HPU_LAZY_MODE, for one, is read at import). The parent m
 workers' JSON into one table and one results file. To add a mode (lazy, autocast), add an
 entry to MODES; `--modes` picks which run (default: those with default=True).
 
-    .venv/bin/python bench/run.py [--quick] [--out bench/results.json] [--modes cpu,hpu]
+    .venv/bin/python bench/run.py [--quick] [--out bench/results.json] [--modes cpu,hpu] [--rounds 3]
 """
 from __future__ import annotations
 
@@ -181,6 +181,19 @@ def _gemm_lookup(rows: list[dict[str, Any]], shape: str, dtype: str, impl: str, 
     return None
 
 
+def merge_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One mode's training results over interleaved rounds: per model, the round with the
+    median steps/s, plus every round's steps/s (an error in any round is the result)."""
+    for r in rounds:
+        if "error" in r:
+            return r
+    merged: dict[str, Any] = {}
+    for model in rounds[0]:
+        per = sorted((r[model] for r in rounds), key=lambda x: x["steps_per_s"])
+        merged[model] = dict(per[(len(per) - 1) // 2], round_steps_per_s=[r[model]["steps_per_s"] for r in rounds])
+    return merged
+
+
 def compute_ratios(results: dict[str, Any]) -> dict[str, Any]:
     ratios: dict[str, Any] = {}
     training = results.get("training", {})
@@ -222,7 +235,9 @@ def format_tables(results: dict[str, Any]) -> str:
     training = results.get("training", {})
     modes = list(training)
     if modes:
-        out.append("Training-step throughput, steps/s (median of timed repeats; ms/step in brackets)")
+        rounds = len(next(iter(next(iter(training.values())).values()), {}).get("round_steps_per_s", [0]))
+        out.append("Training-step throughput, steps/s (median of timed repeats" +
+                   (f", median of {rounds} interleaved rounds" if rounds > 1 else "") + "; ms/step in brackets)")
         header = f"{'model':12s}" + "".join(f"{m:>22s}" for m in modes) + "".join(
             f"{m + '/cpu':>14s}" for m in modes if m != "cpu")
         out.append(header)
@@ -237,6 +252,14 @@ def format_tables(results: dict[str, Any]) -> str:
                 ratio = results["ratios"].get(f"training_{m}_over_cpu", {}).get(model)
                 line += f"{ratio:>14.2f}" if ratio is not None else f"{'-':>14s}"
             out.append(line)
+        if rounds > 1:
+            for m in modes:
+                if m == "cpu" or "error" in training[m] or "error" in training.get("cpu", {"error": 1}):
+                    continue
+                per = ", ".join(f"{model} " + " ".join(f"{a / b:.2f}" for a, b in zip(
+                    training[m][model]["round_steps_per_s"], training["cpu"][model]["round_steps_per_s"]))
+                    for model in training[m] if model in training["cpu"])
+                out.append(f"  {m}/cpu by round: {per}")
         for num, den in COMPARISONS:
             got = results["ratios"].get(f"training_{num}_over_{den}")
             if got:
@@ -296,6 +319,10 @@ def main() -> int:
                     help="OMP_WAIT_POLICY for the workers; 'default' (the default) leaves OpenMP's own "
                          "policy, as torch users run; PASSIVE suits a host whose cores are busy elsewhere "
                          "(it also makes the CPU baseline 1.3-1.5x slower on a quiet 2-core machine)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the training modes this many times, interleaved (cpu, hpu, ..., cpu, hpu, ...), "
+                         "and report each mode's median over the rounds: a shared or throttled machine drifts "
+                         "over minutes, and interleaving spreads that over every mode")
     ap.add_argument("--skip-training", action="store_true")
     ap.add_argument("--skip-gemm", action="store_true")
     # Worker-side arguments (set by the parent).
@@ -332,13 +359,15 @@ def main() -> int:
     }
     failed = False
     if not args.skip_training:
-        results["training"] = {}
-        for m in modes:
-            r = spawn("training", m, args)
-            results["training"][m] = r.get("training", r)
-            failed |= "error" in r
-            if "lazy_record" in r:
-                results["lazy_record"] = r["lazy_record"]
+        runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+        for _ in range(max(1, args.rounds)):
+            for m in modes:
+                r = spawn("training", m, args)
+                runs[m].append(r.get("training", r))
+                failed |= "error" in r
+                if "lazy_record" in r:
+                    results["lazy_record"] = r["lazy_record"]
+        results["training"] = {m: merge_rounds(rs) for m, rs in runs.items()}
     if not args.skip_gemm:
         r = spawn("gemm", GEMM_MODE, args)
         results["gemm"] = r.get("gemm", r)

@@ -55,3 +55,20 @@ def test_bench_quick_writes_results(tmp_path):
         ratios = res["ratios"][key]
         assert set(SHAPES) <= set(ratios) and f"{SHAPES[-1]} [F.linear]" in ratios
         assert all(_positive(v) for v in ratios.values())
+
+
+def test_bench_rounds_take_each_models_median_round():
+    """--rounds N: each mode's result per model is its median round (the whole record of
+    that round, so repeats and ms/step stay consistent), with every round's steps/s kept."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import run as bench_run
+    finally:
+        sys.path.pop(0)
+    rounds = [{"cnn": {"steps_per_s": s, "ms_per_step": 1e3 / s}, "mlp": {"steps_per_s": 10 * s, "ms_per_step": 1}}
+              for s in (3.0, 1.0, 2.0)]
+    merged = bench_run.merge_rounds(rounds)
+    assert merged["cnn"]["steps_per_s"] == 2.0 and merged["cnn"]["ms_per_step"] == 500.0
+    assert merged["cnn"]["round_steps_per_s"] == [3.0, 1.0, 2.0]
+    assert merged["mlp"]["steps_per_s"] == 20.0
+    assert bench_run.merge_rounds([rounds[0], {"error": "boom"}]) == {"error": "boom"}
