@@ -8,8 +8,8 @@ package kernels
 #include <string.h>
 #include <immintrin.h>
 
-// Gradients of a stride-1 float32 convolution, one sample's group at a time, on AVX-512
-// without im2col or col2im (conv_f32grad.go). Both work on a zero-padded image of the
+// Gradients of a stride-1 float32 convolution on AVX-512 without im2col or col2im
+// (conv_f32grad.go), a group of one sample (or, for the weight gradient, of a few) a call. Both work on a zero-padded image of the
 // sample's input (or input gradient) whose rows are Wp = W+2*pw floats: output position
 // (oh, ow) reads or writes, for k = (c, kh, kw), the element koff(k) + oh*Wp + ow of it.
 
@@ -217,13 +217,15 @@ func f32gGeom(g convGeom, p ConvParams) C.f32g_geom {
 		dw: C.int64_t(p.DilW), O: C.int64_t(g.Og)}
 }
 
-// f32ConvWeightGrad adds s samples' group gi to the lane sums acc ([Og][Kc][16]): the
-// samples are consecutive in x (in) and dy (gout) from their starts; xp is scratch of
+// f32ConvWeightGrad adds samples n0..n0+s of group gi to the lane sums acc ([Og][Kc][16]);
+// in and gout have dense planes (any sample stride); xp is scratch of
 // s*Cg*(H+2ph)*(W+2pw) floats.
-func f32ConvWeightGrad(acc, dy, x []float32, s int, gi int, g convGeom, p ConvParams, xp []float32) {
+func f32ConvWeightGrad(acc []float32, gout, in Tensor, n0, s, gi int, g convGeom, p ConvParams, xp []float32) {
 	cg := f32gGeom(g, p)
-	C.hpusim_conv_wgrad_f32(cfloats(acc), cfloats(dy[gi*g.Og*g.P:]), C.int64_t(g.O*g.P), cfloats(x[gi*g.Cg*g.H*g.W:]),
-		C.int64_t(g.C*g.H*g.W), C.int64_t(s), &cg, cfloats(xp))
+	dy := at(gout.Ptr, (int64(n0)*gout.Strides[0]+int64(gi*g.Og*g.P))*4)
+	x := at(in.Ptr, (int64(n0)*in.Strides[0]+int64(gi*g.Cg*g.H*g.W))*4)
+	C.hpusim_conv_wgrad_f32(cfloats(acc), (*C.float)(dy), C.int64_t(gout.Strides[0]), (*C.float)(x),
+		C.int64_t(in.Strides[0]), C.int64_t(s), &cg, cfloats(xp))
 }
 
 // f32LaneSums adds the sum of each 16-lane group of acc into dst (len(acc) = 16*len(dst)).

@@ -247,3 +247,33 @@ func TestConvGradImplicitRouting(t *testing.T) {
 		t.Fatal("HPUSIM_F32DOT=0 must use im2col")
 	}
 }
+
+// Input, output gradient and input gradient may be channel slices of larger tensors:
+// dense planes, but a sample stride longer than a sample. The weight gradient's blocks
+// of samples must follow the stride, not assume consecutive samples.
+func TestConvGradImplicitSampleStride(t *testing.T) {
+	needF32Dot(t)
+	defer setF32Dot(true)()
+	r := rand.New(rand.NewSource(15))
+	N, C, H, W, O := 5, 12, 9, 10, 8
+	p := ConvParams{1, 1, 1, 1, 1, 1, 1}
+	sliced := func(buf []float32, c, h, w int) Tensor { // channels [0, c) of [N, 2c, h, w]
+		return f32Tensor(buf, []int64{int64(N), int64(c), int64(h), int64(w)},
+			[]int64{int64(2 * c * h * w), int64(h * w), int64(w), 1})
+	}
+	x, gy, w := randF32(r, N*2*C*H*W), randF32(r, N*2*O*H*W), randF32(r, O*C*9)
+	run := func(implicit bool) (gx, gw []float32) {
+		convImplicit = implicit
+		defer func() { convImplicit = true }()
+		gx, gw = make([]float32, N*2*C*H*W), make([]float32, len(w))
+		gxt, gwt := sliced(gx, C, H, W), contig4(gw, [4]int{O, C, 3, 3})
+		if err := Conv2dBackward(&gxt, &gwt, nil, sliced(gy, O, H, W), sliced(x, C, H, W), contig4(w, [4]int{O, C, 3, 3}), p); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	gx, gw := run(true)
+	rx, rw := run(false)
+	closeToScale(t, 0, "weight", gw, rw)
+	closeToScale(t, 0, "input", gx, rx) // the other channels stay zero in both
+}

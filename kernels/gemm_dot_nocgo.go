@@ -36,7 +36,7 @@ func f32DotConvFwd(pa, x, y []float32, g convGeom, p ConvParams, s *f32ConvScrat
 	panic(noDotKernel)
 }
 
-func f32ConvWeightGrad(acc, dy, x []float32, s, gi int, g convGeom, p ConvParams, xp []float32) {
+func f32ConvWeightGrad(acc []float32, gout, in Tensor, n0, s, gi int, g convGeom, p ConvParams, xp []float32) {
 	panic(noDotKernel)
 }
 func f32LaneSums(acc, dst []float32) { panic(noDotKernel) }
