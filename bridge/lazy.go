@@ -528,6 +528,12 @@ func (e *engine) worker() {
 			continue
 		}
 		e.idle.Store(true)
+		// The host kicks only a worker it sees idle: nodes it recorded after streamSome
+		// looked but before idle was set would wait for the next launch. Look again (the
+		// host appends, then loads idle; we store idle, then look: one of us sees the other).
+		if e.streamMin > 0 && e.streamDue() && e.idle.CompareAndSwap(true, false) {
+			continue
+		}
 		select {
 		case l := <-e.queue:
 			e.idle.Store(false)
@@ -555,6 +561,14 @@ func (e *engine) runLaunch(l launch) {
 	if waiters > 0 {
 		runtime.Gosched() // let a woken host go on now (see progress)
 	}
+}
+
+// streamDue reports whether the current graph has enough unrun recorded nodes to wake an
+// idle worker (record's condition).
+func (e *engine) streamDue() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closing == 0 && e.cur.streamErr == nil && len(e.cur.nodes)-e.cur.taken >= e.streamMin
 }
 
 // streamSome runs the current graph's recorded but not yet run nodes, one by one, when

@@ -11,17 +11,27 @@ import (
 )
 
 // waitStreamed waits until the worker has taken every node recorded so far in the current
-// graph (streaming) and gone idle; it fails the test if that does not happen.
+// graph (streaming), or stopped streaming it at a failed node, and gone idle; it fails the
+// test if that does not happen. The worker may have streamed a prefix while the test was
+// still recording and gone idle with fewer than streamMin nodes left, which would wake it
+// only at launch: then it is kicked, as record kicks it. (A failing node it streams stops
+// streaming; the rest run at launch.)
 func waitStreamed(t *testing.T) {
 	t.Helper()
 	e := eng
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		e.mu.Lock()
-		taken, n := e.cur.taken, len(e.cur.nodes)
+		taken, n, failed := e.cur.taken, len(e.cur.nodes), e.cur.streamErr != nil
 		e.mu.Unlock()
-		if taken == n && e.idle.Load() {
+		if (taken == n || failed) && e.idle.Load() {
 			return
+		}
+		if taken < n && !failed && e.idle.CompareAndSwap(true, false) {
+			select {
+			case e.kick <- struct{}{}:
+			default: // a kick is pending already
+			}
 		}
 		time.Sleep(time.Millisecond)
 	}
