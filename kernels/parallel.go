@@ -19,7 +19,9 @@ type KernelPanic struct{ Value any }
 
 func (p KernelPanic) Error() string { return fmt.Sprintf("kernel panic: %v", p.Value) }
 
-// Workers is how many workers (the caller plus pool helpers) a large kernel uses.
+// Workers is how many workers (the caller plus pool helpers) a large kernel uses: one a
+// core, or fewer when GOMAXPROCS is lower. Lazy mode runs one Go processor more than the
+// cores (bridge.lazyRuntime) for its host and worker threads, not for more kernel workers.
 func Workers() int { return min(runtime.GOMAXPROCS(0), runtime.NumCPU()) }
 
 // ParallelFor runs fn over [0,n) split in contiguous chunks, one per worker, when the
