@@ -7,6 +7,7 @@ package kernels
 #include <stdint.h>
 #include <string.h>
 #include <immintrin.h>
+#include "f32tile.h"
 
 // Gradients of a stride-1 float32 convolution on AVX-512 without im2col or col2im
 // (conv_f32grad.go), a group of one sample (or, for the weight gradient, of a few) a call. Both work on a zero-padded image of the
@@ -143,25 +144,15 @@ void hpusim_conv_wgrad_reduce(const float *acc, int64_t n, float *dst) {
 // k = O), its rows ordered (kh, kw, c): a tile's rows then land in different channels'
 // planes, so no row's load waits on the previous row's overlapping store (with rows in
 // (c, kh, kw) order, the next kw's row overlaps it shifted by one float, and the store
-// cannot be forwarded: half the time went in that stall). The dot-product register tile
-// is gemm_f32dot_cgo.go's (12 x 32).
-enum { DMR = 12, DNR = 32, DKC = 256 };
+// cannot be forwarded: half the time went in that stall). The register tile is the GEMM's
+// (f32tile.h).
+enum { DMR = F32_TILE_MR, DNR = F32_TILE_NR, DKC = 256 };
 
 __attribute__((target("avx512f")))
 static void dgrad_tile(const float *pa, const float *pb, int64_t ldb, int64_t kc, float *dxp, const int64_t *off,
                        int mr, __mmask16 m0, __mmask16 m1) {
 	__m512 acc[DMR][2];
-#pragma GCC unroll 12
-	for (int r = 0; r < DMR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-	for (int64_t kk = 0; kk < kc; kk++) {
-		__m512 b0 = _mm512_loadu_ps(pb + kk * ldb), b1 = _mm512_loadu_ps(pb + kk * ldb + 16);
-#pragma GCC unroll 12
-		for (int r = 0; r < DMR; r++) {
-			__m512 av = _mm512_set1_ps(pa[kk * DMR + r]);
-			acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-			acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
-		}
-	}
+	f32_tile_sums(pa, pb, ldb, kc, acc);
 #pragma GCC unroll 12
 	for (int r = 0; r < DMR; r++) {
 		if (r >= mr) break;

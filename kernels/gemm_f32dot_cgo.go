@@ -7,6 +7,7 @@ package kernels
 #include <stdint.h>
 #include <string.h>
 #include <immintrin.h>
+#include "f32tile.h"
 
 // float32 GEMM on AVX-512 (see gemm_f32dot.go): row-major C (m x n) = alpha*op(A)op(B) +
 // beta*C. Operands are packed into panels: A into row panels of FMR rows, [k][FMR] each;
@@ -14,7 +15,7 @@ package kernels
 // keeps an FMR x FNR tile in 24 registers and, per k, loads two vectors of the B panel
 // and broadcasts each row's A value into fused multiply-adds.
 
-enum { FMR = 12, FNR = 32, FKC = 256 };
+enum { FMR = F32_TILE_MR, FNR = F32_TILE_NR, FKC = 256 };
 
 int hpusim_f32dot_supported(void) {
 	__builtin_cpu_init();
@@ -106,17 +107,7 @@ __attribute__((target("avx512f")))
 static void f32_tile(const float *pa, const float *pb, int64_t kc, float *c, int64_t ldc, int mr, int nr,
                      float alpha, float beta, int first) {
 	__m512 acc[FMR][2];
-#pragma GCC unroll 12
-	for (int r = 0; r < FMR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-	for (int64_t kk = 0; kk < kc; kk++) {
-		__m512 b0 = _mm512_loadu_ps(pb + kk * FNR), b1 = _mm512_loadu_ps(pb + kk * FNR + 16);
-#pragma GCC unroll 12
-		for (int r = 0; r < FMR; r++) {
-			__m512 av = _mm512_set1_ps(pa[kk * FMR + r]);
-			acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-			acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
-		}
-	}
+	f32_tile_sums(pa, pb, FNR, kc, acc);
 	__mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
 	__mmask16 m1 = nr >= 32 ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
 	__m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
