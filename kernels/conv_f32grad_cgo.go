@@ -18,15 +18,6 @@ typedef struct {
 	int64_t C, H, W, KH, KW, ph, pw, dh, dw, O; // C, O: the group's channels
 } f32g_geom;
 
-__attribute__((target("avx512f"))) static inline void f32g_copy(float *d, const float *s, int64_t n) {
-	int64_t i = 0;
-	for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, _mm512_loadu_ps(s + i));
-	if (i < n) {
-		__mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-		_mm512_mask_storeu_ps(d + i, m, _mm512_maskz_loadu_ps(m, s + i));
-	}
-}
-
 static inline int64_t f32g_koff(const f32g_geom *g, int64_t k, int64_t plane, int64_t Wp) {
 	int64_t khw = g->KH * g->KW, c = k / khw, r = k % khw;
 	return c * plane + (r / g->KW) * g->dh * Wp + (r % g->KW) * g->dw;
@@ -117,7 +108,7 @@ void hpusim_conv_wgrad_f32(float *acc, const float *dy, int64_t dys, const float
 	for (int64_t sm = 0; sm < S; sm++)
 		for (int64_t c = 0; c < g->C; c++)
 			for (int64_t h = 0; h < g->H; h++)
-				f32g_copy(xp + sm * xps + c * plane + (h + g->ph) * Wp + g->pw, x + sm * xs + (c * g->H + h) * g->W, g->W);
+				f32_copy(xp + sm * xps + c * plane + (h + g->ph) * Wp + g->pw, x + sm * xs + (c * g->H + h) * g->W, g->W);
 	for (int64_t o0 = 0; o0 < g->O; o0 += WMR) {
 		int mr = g->O - o0 < WMR ? (int)(g->O - o0) : WMR;
 		for (int64_t k0 = 0; k0 < K; k0 += WNR) {
@@ -173,7 +164,7 @@ void hpusim_conv_dgrad_f32(const float *pa, const float *dy, float *dx, const f3
 	int64_t Q = OH * Wp, nq = (Q + DNR - 1) / DNR, Qp = nq * DNR, mp = (K + DMR - 1) / DMR;
 	memset(dyp, 0, O * Qp * sizeof(float));
 	for (int64_t o = 0; o < O; o++)
-		for (int64_t oh = 0; oh < OH; oh++) f32g_copy(dyp + o * Qp + oh * Wp, dy + (o * OH + oh) * OW, OW);
+		for (int64_t oh = 0; oh < OH; oh++) f32_copy(dyp + o * Qp + oh * Wp, dy + (o * OH + oh) * OW, OW);
 	memset(dxp, 0, g->C * plane * sizeof(float));
 	for (int64_t p = 0; p < mp; p++) {
 		int mr = K - p * DMR < DMR ? (int)(K - p * DMR) : DMR;
@@ -197,7 +188,7 @@ void hpusim_conv_dgrad_f32(const float *pa, const float *dy, float *dx, const f3
 	}
 	for (int64_t c = 0; c < g->C; c++)
 		for (int64_t h = 0; h < g->H; h++)
-			f32g_copy(dx + (c * g->H + h) * g->W, dxp + c * plane + (h + g->ph) * Wp + g->pw, g->W);
+			f32_copy(dx + (c * g->H + h) * g->W, dxp + c * plane + (h + g->ph) * Wp + g->pw, g->W);
 }
 */
 import "C"

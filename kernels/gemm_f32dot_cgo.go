@@ -157,14 +157,6 @@ void hpusim_f32dot_gemm(const float *pa, const float *pb, int64_t m, int64_t n, 
 // 256-blocks of hpusim_f32dot_gemm, so y ([O][OH*OW]) gets the bits of the im2col path.
 // Scratch: xp C*(H+2ph)*Wp + (32 + (KW-1)*dw) floats, pb Kc*32, yp ceil(O/12)*12 rows of
 // ceil(OH*Wp/32)*32.
-__attribute__((target("avx512f"))) static inline void copy_f32(float *d, const float *s, int64_t n) {
-	int64_t i = 0;
-	for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, _mm512_loadu_ps(s + i));
-	if (i < n) {
-		__mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-		_mm512_mask_storeu_ps(d + i, m, _mm512_maskz_loadu_ps(m, s + i));
-	}
-}
 
 __attribute__((target("avx512f")))
 void hpusim_f32dot_conv_fwd(const float *pa, const float *x, int64_t C, int64_t H, int64_t W, int64_t KH,
@@ -176,14 +168,14 @@ void hpusim_f32dot_conv_fwd(const float *pa, const float *x, int64_t C, int64_t 
 	memset(xp, 0, (C * plane + (Qp - Q) + (KW - 1) * dw) * sizeof(float));
 	for (int64_t c = 0; c < C; c++)
 		for (int64_t h = 0; h < H; h++)
-			copy_f32(xp + c * plane + (h + ph) * Wp + pw, x + (c * H + h) * W, W);
+			f32_copy(xp + c * plane + (h + ph) * Wp + pw, x + (c * H + h) * W, W);
 	int64_t mp = (O + FMR - 1) / FMR;
 	for (int64_t q = 0; q < nq; q++) {
 		float *d = pb;
 		for (int64_t c = 0; c < C; c++)
 			for (int64_t kh = 0; kh < KH; kh++)
 				for (int64_t kw = 0; kw < KW; kw++, d += FNR)
-					copy_f32(d, xp + c * plane + kh * dh * Wp + kw * dw + q * FNR, FNR);
+					f32_copy(d, xp + c * plane + kh * dh * Wp + kw * dw + q * FNR, FNR);
 		for (int64_t k0 = 0; k0 < K; k0 += FKC) {
 			int64_t kb = K - k0 < FKC ? K - k0 : FKC;
 			for (int64_t p = 0; p < mp; p++) {
@@ -195,7 +187,7 @@ void hpusim_f32dot_conv_fwd(const float *pa, const float *x, int64_t C, int64_t 
 	}
 	for (int64_t o = 0; o < O; o++)
 		for (int64_t oh = 0; oh < OH; oh++)
-			copy_f32(y + (o * OH + oh) * OW, yp + o * Qp + oh * Wp, OW);
+			f32_copy(y + (o * OH + oh) * OW, yp + o * Qp + oh * Wp, OW);
 }
 */
 import "C"
