@@ -235,7 +235,7 @@ def format_tables(results: dict[str, Any]) -> str:
     training = results.get("training", {})
     modes = list(training)
     if modes:
-        rounds = len(next(iter(next(iter(training.values())).values()), {}).get("round_steps_per_s", [0]))
+        rounds = results["meta"].get("rounds", 1)
         out.append("Training-step throughput, steps/s (median of timed repeats" +
                    (f", median of {rounds} interleaved rounds" if rounds > 1 else "") + "; ms/step in brackets)")
         header = f"{'model':12s}" + "".join(f"{m:>22s}" for m in modes) + "".join(
@@ -352,6 +352,7 @@ def main() -> int:
             "host": platform.node(), "machine": platform.machine(), "cpus": os.cpu_count(),
             "python": platform.python_version(), "git_commit": _git_commit(), "quick": args.quick,
             "threads": args.threads, "models": args.models, "omp_wait_policy": args.omp_wait_policy,
+            "rounds": max(1, args.rounds),
             "hpusim_lib_dir": os.environ.get("HPUSIM_LIB_DIR", ""), "loadavg_start": list(os.getloadavg()),
         },
         "modes": {m: dataclasses.asdict(MODES[m]) for m in modes},
