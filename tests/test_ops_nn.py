@@ -77,6 +77,24 @@ def test_conv2d(fallback_counter, dtype, cfg, bias):
 
 
 @pytest.mark.parametrize("dtype", DT)
+@pytest.mark.parametrize("shape", [
+    ((4, 16, 14, 14), (32, 16, 3, 3), dict(padding=1)),                   # the reference CNN's layer 2
+    ((3, 1, 28, 28), (16, 1, 3, 3), dict(padding=1)),                     # its layer 1
+    ((3, 24, 10, 9), (12, 12, 3, 3), dict(padding=2, dilation=2, groups=2)),
+    ((2, 12, 6, 19), (5, 12, 2, 3), dict(padding=(0, 1))),                # rows wider than 16 lanes
+])
+def test_conv_stride1_gradients(fallback_counter, dtype, shape):
+    """Stride-1 layers with 12+ channels a group: float32 (and widened bfloat16) gradients
+    run without im2col (kernels/conv_f32grad.go), in another summation order than torch's:
+    equal to float32 rounding of sums over hundreds of terms."""
+    xs, ws, cfg = shape
+    x, w = rnd(*xs, dtype=dtype), rnd(*ws, dtype=dtype, seed=2) * 0.3
+    b = rnd(ws[0], dtype=dtype, seed=3)
+    fwd_bwd(lambda x, w, b: F.conv2d(x, w, b, **cfg), [x, w, b], dtype, rtol=2e-5, atol=2e-4)
+    no_fallback(fallback_counter)
+
+
+@pytest.mark.parametrize("dtype", DT)
 def test_conv_pointwise_and_noncontiguous(fallback_counter, dtype):
     x = rnd(3, 8, 6, 5, dtype=dtype).permute(0, 1, 3, 2)  # non-contiguous input
     w = rnd(5, 8, 1, 1, dtype=dtype, seed=4)
