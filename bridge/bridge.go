@@ -86,6 +86,14 @@ func Execute(id int, c *Call) error {
 			return fmt.Errorf("%s: tensor %d: %v", op.Name, i, err)
 		}
 	}
+	if capActive.Load() {
+		captureMu.Lock()
+		cp := capCur
+		captureMu.Unlock()
+		if cp != nil {
+			return cp.record(op, c)
+		}
+	}
 	if lazyOn.Load() {
 		t0 := time.Now()
 		err := eng.record(op, c)

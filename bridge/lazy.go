@@ -707,6 +707,9 @@ func (e *engine) release(g *graph) {
 
 // Free releases device memory, deferring it while a pending or running graph uses it.
 func Free(p unsafe.Pointer) error {
+	if p != nil && ((capActive.Load() && captureFree(p)) || (anyPinned.Load() > 0 && pinnedFree(p))) {
+		return nil // a capture or a recipe still runs over it (capture.go)
+	}
 	if e := eng; e != nil && p != nil {
 		e.mu.Lock()
 		if st := e.stos[uintptr(p)]; st != nil {
@@ -781,6 +784,9 @@ func (e *engine) reclaim(more func() bool) {
 // for the next trigger): for host code that touches device bytes directly (the glue's
 // resize_ copying old contents into a larger allocation).
 func Quiesce() {
+	if capActive.Load() {
+		PoisonCapture("host access to device memory during capture")
+	}
 	if e := eng; e != nil {
 		e.launchCurrent("host access")
 		e.wait()

@@ -110,6 +110,7 @@ func hpusim_alloc(dev C.int, nbytes C.int64_t, out *unsafe.Pointer) (rc C.int) {
 	if err != nil {
 		return setErr(err)
 	}
+	bridge.NoteAlloc(p) // a capture tells its outputs from memory made before it
 	*out = p
 	return statusOK
 }

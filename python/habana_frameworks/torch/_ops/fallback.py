@@ -10,7 +10,7 @@ import atexit
 import collections
 import os
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -278,7 +278,13 @@ def _wrap_number(v) -> torch.Tensor:
     return torch.scalar_tensor(v, dtype=dtype)
 
 
+# Set by _recipe.capture while it records: called before a CPU fallback runs.
+capture_hook: Callable[[Any], None] | None = None
+
+
 def run_on_cpu(op, args, kwargs):
+    if capture_hook is not None:
+        capture_hook(op)
     _lazy.graph_break()  # lazy mode: the pending graph runs before the host takes over
     bound = _bind(op, args, kwargs)
     _record(op, bound)

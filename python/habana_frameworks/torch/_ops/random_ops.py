@@ -10,6 +10,8 @@ CPU's (a different generator, as on Gaudi); element i depends only on (seed, off
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from .. import _native
@@ -22,11 +24,17 @@ _CODE = _native.DTYPE_CODE
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 
 
+# Set by _recipe.capture while it records: told of each draw, so a recipe draws the same.
+capture_hook: Callable[[torch.Generator], None] | None = None
+
+
 def _draw(generator) -> tuple[int, int]:
     """A (seed, offset) pair for one op, advancing the generator."""
     g = generator if generator is not None else hpu_random.default_generators[0]
     if not isinstance(g, torch.Generator) or g.device.type != "cpu":
         raise NotNative
+    if capture_hook is not None:
+        capture_hook(g)
     s = torch.empty(2, dtype=torch.int64).random_(generator=g)
     return int(s[0]), int(s[1])
 

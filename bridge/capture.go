@@ -1,0 +1,473 @@
+package bridge
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"hpusim/device"
+)
+
+// Capture: a function's ops recorded into a graph (while they also run, so the capture
+// produces real results) and compiled into a recipe with the lazy engine's passes and
+// recipe cache. A recipe runs again over new input and output storages with one call
+// (RunRecipe): the runtime under _recipe.capture/Recipe.run, hpu_backend's compiled FX
+// graphs and HPU-graph replays.
+//
+// Storage classes at the end of a capture, by what the caller says and what the capture
+// saw:
+//   - input: the storage of an input tensor; rebound to the new input at every run;
+//   - output: allocated during the capture and alive as the storage of an output;
+//     rebound to a fresh allocation at every run;
+//   - internal: released by the program during the capture; the recipe keeps the memory
+//     as its scratch, reused by every run (the plan's in-place reuse may fold it into
+//     another's buffer, then it is released);
+//   - bound: anything else still alive (a constant made outside the function, a module
+//     parameter it closes over): every run uses the captured memory, which the recipe
+//     keeps from being freed until it is released.
+
+type storageClass uint8
+
+const (
+	classBound storageClass = iota
+	classInput
+	classOutput
+	classInternal
+)
+
+// randomOps are the ops whose (seed, offset) attributes a run draws afresh.
+var randomOps = map[string]bool{"uniform": true, "normal": true, "bernoulli": true, "random_int": true, "dropout": true}
+
+type capture struct {
+	g         *graph
+	allocated map[uintptr]bool           // storage bases allocated while capturing
+	freed     map[uintptr]unsafe.Pointer // storages of the graph released while capturing (deferred)
+	err       error                      // why the function cannot be a recipe
+}
+
+var (
+	captureMu sync.Mutex // guards cap and every capture's state
+	capActive atomic.Bool
+	capCur    *capture
+	// pinned counts, per storage base, the recipes that run over it as bound memory: a
+	// release of it by the program is deferred until the last such recipe is released.
+	pinned      = map[uintptr]int{}
+	pinnedFreed = map[uintptr]unsafe.Pointer{}
+	anyPinned   atomic.Int64
+)
+
+// BeginCapture starts recording. In lazy mode, the pending graph is run first (the
+// capture's ops run at once, on the captured storages' current contents).
+func BeginCapture() error {
+	if e := eng; e != nil {
+		if err := e.sync("recipe capture"); err != nil {
+			return err
+		}
+	}
+	captureMu.Lock()
+	defer captureMu.Unlock()
+	if capCur != nil {
+		return fmt.Errorf("a capture is already in progress")
+	}
+	capCur = &capture{g: newGraph(), allocated: map[uintptr]bool{}, freed: map[uintptr]unsafe.Pointer{}}
+	capCur.g.reason = "capture"
+	capActive.Store(true)
+	return nil
+}
+
+// Capturing reports whether ops are being captured.
+func Capturing() bool { return capActive.Load() }
+
+// PoisonCapture marks the capture as not capturable, for a reason the caller found (a
+// CPU fallback, a host access): the first reason is kept.
+func PoisonCapture(reason string) {
+	captureMu.Lock()
+	defer captureMu.Unlock()
+	if capCur != nil && capCur.err == nil {
+		capCur.err = fmt.Errorf("%s", reason)
+	}
+}
+
+// noteAlloc records an allocation made while capturing.
+func noteAlloc(p unsafe.Pointer) {
+	if !capActive.Load() || p == nil {
+		return
+	}
+	captureMu.Lock()
+	if capCur != nil {
+		capCur.allocated[uintptr(p)] = true
+		delete(capCur.freed, uintptr(p))
+	}
+	captureMu.Unlock()
+}
+
+// NoteAlloc is called by the allocator for each new device allocation.
+func NoteAlloc(p unsafe.Pointer) { noteAlloc(p) }
+
+// captureFree defers the release of a storage the capture recorded (its address must stay
+// unique within the graph, and it becomes the recipe's scratch). It reports whether it did.
+func captureFree(p unsafe.Pointer) bool {
+	captureMu.Lock()
+	defer captureMu.Unlock()
+	if capCur == nil {
+		return false
+	}
+	if _, ok := capCur.g.ord[uintptr(p)]; !ok {
+		delete(capCur.allocated, uintptr(p))
+		return false
+	}
+	capCur.freed[uintptr(p)] = p
+	return true
+}
+
+// pinnedFree defers the release of memory a recipe runs over as bound storage.
+func pinnedFree(p unsafe.Pointer) bool {
+	captureMu.Lock()
+	defer captureMu.Unlock()
+	if pinned[uintptr(p)] > 0 {
+		pinnedFreed[uintptr(p)] = p
+		return true
+	}
+	return false
+}
+
+// record captures one call and runs it at once.
+func (cp *capture) record(op *Op, c *Call) error {
+	eff := effectsOf(op, len(c.T))
+	n := node{op: op, eff: eff, args: make([]operand, len(c.T)), ints: c.I, fl: c.F}
+	captureMu.Lock()
+	if cp.err != nil {
+		captureMu.Unlock()
+		return runKernel(op, c)
+	}
+	g := cp.g
+	for i, t := range c.T {
+		n.args[i] = operand{t: t, sto: noStorage}
+		if t.Numel() == 0 {
+			continue
+		}
+		base, size, ok := device.Find(uintptr(t.Ptr))
+		if !ok {
+			if eff.writesOp(i) {
+				cp.err = fmt.Errorf("host read (%s) during capture", op.Name)
+				captureMu.Unlock()
+				return runKernel(op, c)
+			}
+			n.args[i].sto = hostSnap
+			continue
+		}
+		ord, seen := g.ord[uintptr(base)]
+		if !seen {
+			ord = int32(len(g.stos))
+			g.ord[uintptr(base)] = ord
+			g.stos = append(g.stos, &storage{ptr: base, base: uintptr(base), size: size})
+		}
+		n.args[i].sto = ord
+		n.args[i].off = int64(uintptr(t.Ptr) - uintptr(base))
+	}
+	for i, a := range n.args {
+		if a.sto == hostSnap {
+			b, ptr := snapshot(a.t)
+			n.snap = append(n.snap, b)
+			n.args[i].t.Ptr = ptr
+		}
+	}
+	g.nodes = append(g.nodes, n)
+	captureMu.Unlock()
+	if err := runKernel(op, c); err != nil {
+		PoisonCapture(err.Error())
+		return err
+	}
+	return nil
+}
+
+// AbortCapture stops recording and drops the capture (fn raised).
+func AbortCapture() {
+	captureMu.Lock()
+	cp := capCur
+	capCur = nil
+	capActive.Store(false)
+	captureMu.Unlock()
+	if cp != nil {
+		for _, p := range cp.freed {
+			Free(p)
+		}
+	}
+}
+
+// inputSlot binds an input tensor of the recipe: its storage ordinal (-1 when the graph
+// does not touch it) and its data pointer's byte offset from the storage base.
+type inputSlot struct {
+	ord   int32
+	delta uintptr
+}
+
+// Recipe is a captured graph compiled into a plan, runnable over new storages.
+type Recipe struct {
+	mu       sync.Mutex // runs of one recipe share its scratch
+	id       string
+	g        *graph // the template: nodes over the captured storages
+	p        *plan
+	class    []storageClass // per storage ordinal
+	inputs   []inputSlot
+	outputs  []int32 // per output slot: its storage ordinal, or -1
+	random   []int   // nodes whose (seed, offset) each run draws
+	pins     []uintptr
+	scratch  []unsafe.Pointer // internal storages the recipe owns
+	released bool
+}
+
+// RecipeInfo describes a finished capture to the caller.
+type RecipeInfo struct {
+	ID       string
+	Nodes    int
+	Steps    int
+	Fused    int
+	Removed  int
+	Virtuals int
+	Reused   int
+	Random   int
+	Confined []bool // per input: every access of the graph stays inside the input's view
+	Bound    []bool // per output slot: pre-existing memory the recipe runs over in place
+}
+
+// EndCapture stops recording and compiles the capture. inBase/inPtr/inLo/inHi describe the
+// input tensors (storage base, data pointer, and the byte range the view spans); outBase
+// lists the distinct storages of the outputs. An error means the capture is unusable
+// (cause in the message); the ops ran either way.
+func EndCapture(inBase, inPtr, inLo, inHi, outBase []uintptr) (*Recipe, RecipeInfo, error) {
+	captureMu.Lock()
+	cp := capCur
+	capCur = nil
+	capActive.Store(false)
+	captureMu.Unlock()
+	if cp == nil {
+		return nil, RecipeInfo{}, fmt.Errorf("no capture in progress")
+	}
+	g := cp.g
+	// Memory the program released during the capture is released now when the recipe
+	// will not keep it.
+	keep := map[uintptr]bool{}
+	defer func() {
+		for b, p := range cp.freed {
+			if !keep[b] {
+				Free(p)
+			}
+		}
+	}()
+	if cp.err != nil {
+		return nil, RecipeInfo{}, cp.err
+	}
+	r := &Recipe{g: g, class: make([]storageClass, len(g.stos)), outputs: make([]int32, len(outBase))}
+	info := RecipeInfo{Confined: make([]bool, len(inBase)), Bound: make([]bool, len(outBase))}
+	for i := range inBase {
+		slot := inputSlot{ord: -1, delta: inPtr[i] - inBase[i]}
+		if ord, ok := g.ord[inBase[i]]; ok {
+			slot.ord = ord
+			r.class[ord] = classInput
+		}
+		r.inputs = append(r.inputs, slot)
+	}
+	// Per input ordinal: the byte range the graph touches.
+	lo := make([]uintptr, len(g.stos))
+	hi := make([]uintptr, len(g.stos))
+	for _, n := range g.nodes {
+		for _, a := range n.args {
+			if a.sto < 0 {
+				continue
+			}
+			l, h := a.extent()
+			b := g.stos[a.sto].base
+			if lo[a.sto] == 0 || b+uintptr(l) < lo[a.sto] {
+				lo[a.sto] = b + uintptr(l)
+			}
+			if b+uintptr(h) > hi[a.sto] {
+				hi[a.sto] = b + uintptr(h)
+			}
+		}
+	}
+	for i, s := range r.inputs {
+		info.Confined[i] = s.ord < 0 || (lo[s.ord] >= inLo[i] && hi[s.ord] <= inHi[i])
+	}
+	for k, b := range outBase {
+		r.outputs[k] = -1
+		ord, ok := g.ord[b]
+		_, gone := cp.freed[b]
+		fresh := cp.allocated[b] && !gone
+		if ok && r.class[ord] == classInput {
+			continue // the caller returns views of the input
+		}
+		if ok && fresh {
+			r.outputs[k] = ord
+			r.class[ord] = classOutput
+		} else if !fresh {
+			info.Bound[k] = true
+		}
+	}
+	g.dead = make([]bool, len(g.stos))
+	for i, s := range g.stos {
+		if r.class[i] == classInput || r.class[i] == classOutput {
+			continue
+		}
+		if _, gone := cp.freed[s.base]; gone {
+			r.class[i] = classInternal
+			g.dead[i] = true
+		} else {
+			r.class[i] = classBound
+		}
+	}
+	for i, n := range g.nodes {
+		if randomOps[n.op.Name] {
+			r.random = append(r.random, i)
+		}
+	}
+	p, err := cache.get(g)
+	if err != nil {
+		return nil, RecipeInfo{}, err
+	}
+	r.p = p
+	r.id = fmt.Sprintf("recipe_%016x", hashWords(g.canonical()))
+	elided := map[int32]bool{}
+	for _, x := range p.elided {
+		elided[x] = true
+	}
+	captureMu.Lock()
+	for i, s := range g.stos {
+		switch r.class[i] {
+		case classInternal:
+			if !elided[int32(i)] {
+				keep[s.base] = true
+				r.scratch = append(r.scratch, s.ptr)
+			}
+		case classBound:
+			pinned[s.base]++
+			anyPinned.Add(1)
+			r.pins = append(r.pins, s.base)
+		}
+	}
+	captureMu.Unlock()
+	info.ID, info.Nodes, info.Steps, info.Fused = r.id, len(g.nodes), len(p.steps), p.fused
+	info.Removed, info.Virtuals, info.Reused, info.Random = len(p.removed), p.virtuals, len(p.elided), len(r.random)
+	return r, info, nil
+}
+
+// Release frees the recipe's scratch and unpins its bound storages.
+func (r *Recipe) Release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.released {
+		return
+	}
+	r.released = true
+	var free []unsafe.Pointer
+	captureMu.Lock()
+	for _, b := range r.pins {
+		pinned[b]--
+		anyPinned.Add(-1)
+		if pinned[b] == 0 {
+			delete(pinned, b)
+			if p, ok := pinnedFreed[b]; ok {
+				delete(pinnedFreed, b)
+				free = append(free, p)
+			}
+		}
+	}
+	captureMu.Unlock()
+	for _, p := range append(free, r.scratch...) {
+		Free(p)
+	}
+	r.scratch = nil
+}
+
+// bind builds the graph a run executes: the template's nodes over the new input and
+// output storages (the rest stay at the captured addresses), with fresh random draws.
+func (r *Recipe) bind(in, out []unsafe.Pointer, rnd []int64) (*graph, error) {
+	t := r.g
+	if len(in) != len(r.inputs) || len(out) != len(r.outputs) {
+		return nil, fmt.Errorf("recipe %s: expected %d inputs and %d outputs, got %d and %d",
+			r.id, len(r.inputs), len(r.outputs), len(in), len(out))
+	}
+	if len(rnd) != 2*len(r.random) {
+		return nil, fmt.Errorf("recipe %s: expected %d random draws, got %d", r.id, len(r.random), len(rnd)/2)
+	}
+	g := &graph{nodes: make([]node, len(t.nodes)), stos: make([]*storage, len(t.stos)), dead: t.dead,
+		reason: "recipe run", reuse: r.p.remap != nil}
+	set := make([]bool, len(t.stos))
+	for i, s := range r.inputs {
+		if s.ord >= 0 && !set[s.ord] {
+			ptr := unsafe.Add(in[i], -int(s.delta))
+			g.stos[s.ord] = &storage{ptr: ptr, base: uintptr(ptr), size: t.stos[s.ord].size}
+			set[s.ord] = true
+		}
+	}
+	for k, ord := range r.outputs {
+		if ord >= 0 {
+			g.stos[ord] = &storage{ptr: out[k], base: uintptr(out[k]), size: t.stos[ord].size}
+			set[ord] = true
+		}
+	}
+	for i, s := range t.stos {
+		if !set[i] {
+			g.stos[i] = s
+		}
+	}
+	args := make([]operand, 0, 4*len(t.nodes))
+	for i := range t.nodes {
+		n := t.nodes[i]
+		base := len(args)
+		for _, a := range n.args {
+			if a.sto >= 0 {
+				a.t.Ptr = unsafe.Add(g.stos[a.sto].ptr, a.off)
+			}
+			args = append(args, a)
+		}
+		n.args = args[base:len(args):len(args)]
+		g.nodes[i] = n
+	}
+	for k, ni := range r.random {
+		n := &g.nodes[ni]
+		ints := append([]int64(nil), n.ints...)
+		ints[0], ints[1] = rnd[2*k], rnd[2*k+1]
+		n.ints = ints
+	}
+	return g, nil
+}
+
+// RunRecipe runs the recipe once over new storages: in holds the input tensors' data
+// pointers (as at capture), out the output slots' fresh storages, rnd a (seed, offset)
+// pair per random op. In lazy mode the pending graph runs first. A failing op is
+// reported by name; the process goes on.
+func RunRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
+	if e := eng; e != nil {
+		if err := e.sync("recipe run"); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.released {
+		return fmt.Errorf("recipe %s was released", r.id)
+	}
+	g, err := r.bind(in, out, rnd)
+	if err != nil {
+		return err
+	}
+	return runPlan(g, r.p, r.id)
+}
+
+// runPlan runs a plan's steps over a bound graph on the calling thread.
+func runPlan(g *graph, p *plan, id string) error {
+	for _, st := range p.steps {
+		if st.group == nil {
+			if err := runBound(g, p, st.node); err != nil {
+				return fmt.Errorf("%s failed in op %s: %v", id, g.nodes[st.node].op.Name, err)
+			}
+			continue
+		}
+		if failed, err := runGroup(g, p, st.group); err != nil {
+			return fmt.Errorf("%s failed in op %s: %v", id, g.nodes[failed].op.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package main
+
+/*
+#include <stdint.h>
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"hpusim/bridge"
+)
+
+// Recipes (bridge/capture.go): capture a function's ops, then run them again with one call.
+// A recipe is an opaque integer handle.
+
+var (
+	recipesMu  sync.Mutex
+	recipes    = map[int64]*bridge.Recipe{}
+	nextRecipe int64
+)
+
+//export hpusim_capture_begin
+func hpusim_capture_begin() (rc C.int) {
+	defer guard(&rc)
+	if err := bridge.BeginCapture(); err != nil {
+		return setErr(err)
+	}
+	return statusOK
+}
+
+// hpusim_capture_abort stops the capture and drops it.
+//
+//export hpusim_capture_abort
+func hpusim_capture_abort() (rc C.int) {
+	defer guard(&rc)
+	bridge.AbortCapture()
+	return statusOK
+}
+
+// hpusim_capture_poison marks the capture as not capturable (a CPU fallback, say).
+//
+//export hpusim_capture_poison
+func hpusim_capture_poison(reason *C.char) (rc C.int) {
+	defer guard(&rc)
+	why := "not capturable"
+	if reason != nil {
+		why = C.GoString(reason)
+	}
+	bridge.PoisonCapture(why)
+	return statusOK
+}
+
+func uintptrs(p *C.int64_t, n C.int) []uintptr {
+	if n <= 0 || p == nil {
+		return nil
+	}
+	src := unsafe.Slice((*int64)(unsafe.Pointer(p)), int(n))
+	out := make([]uintptr, len(src))
+	for i, v := range src {
+		out[i] = uintptr(v)
+	}
+	return out
+}
+
+// hpusim_capture_end stops the capture and compiles it. Inputs: per input tensor its
+// storage base, data pointer and the byte range [lo, hi) its view spans; per distinct
+// output storage its base. Outputs: the recipe handle; info = [nodes, steps, fused,
+// removed, virtuals, reused, random]; confined[i] = 1 when every access to input i's
+// storage stays inside its view; bound[k] = 1 when output storage k is pre-existing
+// memory the recipe writes in place; id receives the recipe id.
+//
+//export hpusim_capture_end
+func hpusim_capture_end(nin C.int, inBase, inPtr, inLo, inHi *C.int64_t, nout C.int, outBase *C.int64_t,
+	handle *C.int64_t, info *C.int64_t, confined, bound *C.int64_t, id *C.char, nid C.int) (rc C.int) {
+	defer guard(&rc)
+	if handle == nil || info == nil || (nin > 0 && confined == nil) || (nout > 0 && bound == nil) {
+		return setErr(fmt.Errorf("hpusim_capture_end: null output pointer"))
+	}
+	r, ri, err := bridge.EndCapture(uintptrs(inBase, nin), uintptrs(inPtr, nin), uintptrs(inLo, nin),
+		uintptrs(inHi, nin), uintptrs(outBase, nout))
+	if err != nil {
+		return setErr(err)
+	}
+	recipesMu.Lock()
+	nextRecipe++
+	h := nextRecipe
+	recipes[h] = r
+	recipesMu.Unlock()
+	*handle = C.int64_t(h)
+	copy(unsafe.Slice((*int64)(unsafe.Pointer(info)), 7), []int64{int64(ri.Nodes), int64(ri.Steps),
+		int64(ri.Fused), int64(ri.Removed), int64(ri.Virtuals), int64(ri.Reused), int64(ri.Random)})
+	flags := func(dst *C.int64_t, v []bool) {
+		d := unsafe.Slice((*int64)(unsafe.Pointer(dst)), len(v))
+		for i, b := range v {
+			d[i] = 0
+			if b {
+				d[i] = 1
+			}
+		}
+	}
+	if nin > 0 {
+		flags(confined, ri.Confined)
+	}
+	if nout > 0 {
+		flags(bound, ri.Bound)
+	}
+	if id != nil && nid > 0 {
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(id)), int(nid))
+		k := copy(dst[:nid-1], ri.ID)
+		dst[k] = 0
+	}
+	return statusOK
+}
+
+func pointers(p *unsafe.Pointer, n C.int) []unsafe.Pointer {
+	if n <= 0 || p == nil {
+		return nil
+	}
+	return unsafe.Slice(p, int(n))
+}
+
+// hpusim_recipe_run runs a recipe over new input data pointers and output storages, with
+// a (seed, offset) pair per random op: one crossing for the whole graph.
+//
+//export hpusim_recipe_run
+func hpusim_recipe_run(h C.int64_t, in *unsafe.Pointer, nin C.int, out *unsafe.Pointer, nout C.int,
+	rnd *C.int64_t, nrnd C.int) (rc C.int) {
+	defer guard(&rc)
+	recipesMu.Lock()
+	r := recipes[int64(h)]
+	recipesMu.Unlock()
+	if r == nil {
+		return setErr(fmt.Errorf("unknown recipe handle %d", int64(h)))
+	}
+	var draws []int64
+	if nrnd > 0 && rnd != nil {
+		draws = unsafe.Slice((*int64)(unsafe.Pointer(rnd)), int(nrnd))
+	}
+	if err := bridge.RunRecipe(r, pointers(in, nin), pointers(out, nout), draws); err != nil {
+		return setErr(err)
+	}
+	return statusOK
+}
+
+//export hpusim_recipe_free
+func hpusim_recipe_free(h C.int64_t) (rc C.int) {
+	defer guard(&rc)
+	recipesMu.Lock()
+	r := recipes[int64(h)]
+	delete(recipes, int64(h))
+	recipesMu.Unlock()
+	if r != nil {
+		r.Release()
+	}
+	return statusOK
+}

@@ -1,0 +1,378 @@
+"""Recorded graphs ("recipes"): capture a function's hpu ops once, run them again with one
+call into Go (bridge/capture.go).
+
+    rec, outs = capture(fn, inputs)   # runs fn(*inputs) once, recording every op
+    outs = rec.run(inputs)            # the same ops over new inputs, no per-op Python
+
+The runtime shared by the torch.compile backend (each compiled FX partition) and HPU
+graphs. A capture works in eager and in lazy mode: the ops run at once while they are
+recorded, so capture returns fn's real outputs. The recorded graph is compiled with the
+lazy engine's passes (dead-code removal, elementwise fusion, in-place buffer reuse) and
+cached by its canonical hash in the recipe cache (the graph_compilation and recipe_cache
+metrics count it).
+
+At a run, inputs are rebound (in-place writes land in the new inputs), outputs get fresh
+storages (views of inputs or of other outputs come back as the same views of the new
+storages), intermediates live in the recipe's own scratch, and memory that is none of
+these (a constant made outside fn, a parameter it closes over) stays bound to the captured
+storage, which the recipe keeps alive. Random ops draw fresh (seed, offset) pairs from the
+hpu generator at every run, as the same ops run eagerly would.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from array import array
+from typing import Any, Callable, Sequence
+
+import torch
+
+from . import _native
+from ._ops import fallback as _fallback
+from ._ops import random_ops as _random_ops
+from .hpu import random as _hpu_random
+
+__all__ = ["NotCapturable", "Recipe", "capture"]
+
+
+class NotCapturable(RuntimeError):
+    """fn did something a recipe cannot hold (a CPU fallback, a host read such as .item()
+    or .cpu(), a data-dependent output shape, an op without a native kernel).
+
+    fn has run to completion (its side effects happened once); its results are in
+    `outputs`, so a caller need not run it again."""
+
+    def __init__(self, reason: str, outputs: Any = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.outputs = outputs
+
+
+_bound = False
+_bind_lock = threading.Lock()
+_capture_lock = threading.Lock()
+
+
+def _lib() -> ctypes.CDLL:
+    global _bound
+    lib = _native.load()
+    if not _bound:
+        with _bind_lock:
+            i64p = ctypes.POINTER(ctypes.c_int64)
+            lib.hpusim_capture_begin.argtypes, lib.hpusim_capture_begin.restype = [], ctypes.c_int
+            lib.hpusim_capture_abort.argtypes, lib.hpusim_capture_abort.restype = [], ctypes.c_int
+            lib.hpusim_capture_poison.argtypes = [ctypes.c_char_p]
+            lib.hpusim_capture_poison.restype = ctypes.c_int
+            lib.hpusim_capture_end.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                               ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, i64p, i64p,
+                                               ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+            lib.hpusim_capture_end.restype = ctypes.c_int
+            lib.hpusim_recipe_run.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                              ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+            lib.hpusim_recipe_run.restype = ctypes.c_int
+            lib.hpusim_recipe_free.argtypes, lib.hpusim_recipe_free.restype = [ctypes.c_int64], ctypes.c_int
+            _bound = True
+    return lib
+
+
+def _addr(a: array) -> int | None:
+    return a.buffer_info()[0] if len(a) else None
+
+
+def _view_span(t: torch.Tensor) -> tuple[int, int]:
+    """The byte range [lo, hi) of memory a strided view can touch."""
+    es = t.element_size()
+    lo = hi = t.data_ptr()
+    if t.numel() == 0:
+        return lo, hi
+    for n, s in zip(t.shape, t.stride()):
+        if s >= 0:
+            hi += (n - 1) * s * es
+        else:
+            lo += (n - 1) * s * es
+    return lo, hi + es
+
+
+class _Capture:
+    """Hooks active while fn runs: CPU fallbacks poison the capture, random draws are logged."""
+
+    def __init__(self, on_fallback: Callable[[Any], None] | None):
+        self.generators: list[torch.Generator] = []
+        self.on_fallback = on_fallback
+
+    def fallback(self, op) -> None:
+        if self.on_fallback is not None:
+            self.on_fallback(op)
+        reason = f"CPU fallback of {op._schema.name} during capture"
+        _native.check(_lib().hpusim_capture_poison(reason.encode()))
+
+    def draw(self, generator) -> None:
+        self.generators.append(generator if generator is not None else _hpu_random.default_generators[0])
+
+
+# Output kinds of a recipe.
+_OUT_CONST, _OUT_INPUT_VIEW, _OUT_FRESH, _OUT_SAME = range(4)
+
+
+class Recipe:
+    """A captured graph, runnable over new inputs with `run` (one call into Go)."""
+
+    def __init__(self, handle: int, stats: dict[str, Any]):
+        self._handle = handle
+        self.stats = stats
+        self._inputs: list[tuple] = []          # per input: check data (see _check_inputs)
+        self._alias_checks: list[tuple[int, int, int]] = []  # (i, j, byte distance)
+        self._unconfined: list[tuple[int, int]] = []  # (input, storage offset) that must match
+        self._out_slots: list[tuple | None] = []  # per output storage: (nbytes, dtype, shape, stride) or None
+        self._outputs: list[tuple] = []         # per output: (kind, ...)
+        self._structure: Any = None             # list / tuple / single tensor
+        self._generators: list[tuple[torch.Generator, int]] = []  # runs of draws per generator
+        self._device: torch.device | None = None
+
+    def __del__(self):
+        h, self._handle = getattr(self, "_handle", 0), 0
+        if h:
+            try:
+                _lib().hpusim_recipe_free(h)
+            except Exception:  # interpreter shutdown
+                pass
+
+    def _check_inputs(self, inputs: Sequence[Any]) -> None:
+        if len(inputs) != len(self._inputs):
+            raise ValueError(f"recipe expects {len(self._inputs)} inputs, got {len(inputs)}")
+        for i, (spec, x) in enumerate(zip(self._inputs, inputs)):
+            if spec[0] is None:
+                if isinstance(x, torch.Tensor) or x != spec[1]:
+                    raise ValueError(f"recipe input {i}: expected the value {spec[1]!r} it was captured with, got {x!r}")
+                continue
+            dtype, shape, stride = spec
+            if (not isinstance(x, torch.Tensor) or x.dtype != dtype or x.shape != shape or x.stride() != stride
+                    or x.device.type != "hpu"):
+                got = (f"{x.dtype} {tuple(x.shape)} stride {x.stride()} on {x.device}"
+                       if isinstance(x, torch.Tensor) else type(x).__name__)
+                raise ValueError(f"recipe input {i}: expected an hpu tensor {dtype} {tuple(shape)} "
+                                 f"stride {stride} as at capture, got {got}")
+        for i, off in self._unconfined:
+            if inputs[i].storage_offset() != off:
+                raise ValueError(f"recipe input {i}: expected storage offset {off} as at capture, "
+                                 f"got {inputs[i].storage_offset()}")
+        for i, j, dist in self._alias_checks:
+            if inputs[j].data_ptr() - inputs[i].data_ptr() != dist:
+                raise ValueError(f"recipe inputs {i} and {j} shared a storage at capture; they must again")
+
+    def run(self, inputs: Sequence[Any]) -> Any:
+        """Run the recipe over new inputs (same dtypes, shapes and strides as at capture;
+        anything else raises ValueError naming the input). Returns fresh outputs, shaped as
+        fn's return value."""
+        if not self._handle:
+            raise RuntimeError("recipe was released")
+        self._check_inputs(inputs)
+        dev = self._device
+        fresh = []
+        for slot in self._out_slots:
+            if slot is None:
+                fresh.append(None)  # bound memory: Go keeps the captured storage
+                continue
+            nbytes, dtype, shape, stride = slot
+            if dtype is None:
+                fresh.append(torch.empty(nbytes, dtype=torch.uint8, device=dev))
+            else:
+                fresh.append(torch.empty_strided(shape, stride, dtype=dtype, device=dev))
+        ins = array("q", [x.data_ptr() if isinstance(x, torch.Tensor) else 0 for x in inputs])
+        outs = array("q", [0 if t is None else t.data_ptr() for t in fresh])
+        rnd = None
+        if self._generators:
+            parts = [torch.empty(2 * k, dtype=torch.int64).random_(generator=g) for g, k in self._generators]
+            rnd = array("q", (torch.cat(parts) if len(parts) > 1 else parts[0]).tolist())
+        rc = _lib().hpusim_recipe_run(self._handle, _addr(ins), len(ins), _addr(outs), len(outs),
+                                      _addr(rnd) if rnd is not None else None, len(rnd) if rnd is not None else 0)
+        if rc != 0:
+            raise RuntimeError(_native.last_error())
+        result = []
+        for o in self._outputs:
+            kind = o[0]
+            if kind == _OUT_FRESH:
+                _, slot, whole, dtype, shape, stride, off = o
+                base = fresh[slot]
+                if whole:
+                    result.append(base)
+                else:
+                    result.append(torch.empty(0, dtype=dtype, device=dev).set_(
+                        base.untyped_storage(), off, shape, stride))
+            elif kind == _OUT_INPUT_VIEW:
+                _, i, dtype, shape, stride, delta = o
+                x = inputs[i]
+                if x.dtype == dtype:
+                    result.append(x.as_strided(shape, stride, x.storage_offset() + delta))
+                else:
+                    result.append(torch.empty(0, dtype=dtype, device=dev).set_(
+                        x.untyped_storage(), x.storage_offset() * x.element_size() // dtype.itemsize + delta,
+                        shape, stride))
+            elif kind == _OUT_SAME:
+                result.append(result[o[1]])
+            else:
+                result.append(o[1])
+        return _restructure(self._structure, result)
+
+
+def _flatten(outs: Any) -> tuple[Any, list[Any]]:
+    if isinstance(outs, (list, tuple)):
+        return type(outs), list(outs)
+    return None, [outs]
+
+
+def _restructure(structure: Any, flat: list[Any]) -> Any:
+    if structure is None:
+        return flat[0]
+    if structure is list:
+        return flat
+    if structure is tuple:
+        return tuple(flat)
+    return structure(flat)
+
+
+def capture(fn: Callable[..., Any], inputs: Sequence[Any], *,
+            on_fallback: Callable[[Any], None] | None = None) -> tuple[Recipe, Any]:
+    """Run fn(*inputs) once on hpu, recording every op, and compile the recording.
+
+    Returns (recipe, fn's outputs). Raises NotCapturable(reason) if fn did something a
+    recipe cannot hold; fn has then run to completion and its outputs are in the
+    exception's `outputs`. on_fallback(op), if given, is called at a CPU fallback during
+    the capture (HPU graphs raise there, as the bridge does)."""
+    inputs = list(inputs)
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor) and x.device.type != "hpu":
+            raise ValueError(f"recipe input {i} is on {x.device}, not hpu")
+    lib = _lib()
+    with _capture_lock:
+        hooks = _Capture(on_fallback)
+        _native.check(lib.hpusim_capture_begin())
+        _fallback.capture_hook = hooks.fallback
+        _random_ops.capture_hook = hooks.draw
+        try:
+            outs = fn(*inputs)
+        except BaseException:
+            _fallback.capture_hook = None
+            _random_ops.capture_hook = None
+            _end_discard(lib)
+            raise
+        _fallback.capture_hook = None
+        _random_ops.capture_hook = None
+        return _finish(lib, hooks, inputs, outs)
+
+
+def _end_discard(lib: ctypes.CDLL) -> None:
+    _native.check(lib.hpusim_capture_abort())
+
+
+def _finish(lib: ctypes.CDLL, hooks: _Capture, inputs: list[Any], outs: Any) -> tuple[Recipe, Any]:
+    structure, flat = _flatten(outs)
+    tensors_in = [(i, x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+    in_base = array("q", [x.untyped_storage().data_ptr() for _, x in tensors_in])
+    in_ptr = array("q", [x.data_ptr() for _, x in tensors_in])
+    spans = [_view_span(x) for _, x in tensors_in]
+    in_lo = array("q", [s[0] for s in spans])
+    in_hi = array("q", [s[1] for s in spans])
+    in_storage = {}
+    for k, (i, x) in enumerate(tensors_in):
+        in_storage.setdefault(in_base[k], i)
+    out_bases: list[int] = []
+    for o in flat:
+        if isinstance(o, torch.Tensor) and o.device.type == "hpu":
+            b = o.untyped_storage().data_ptr()
+            if b and b not in in_storage and b not in out_bases:
+                out_bases.append(b)
+    out_base = array("q", out_bases)
+    handle = ctypes.c_int64(0)
+    info = (ctypes.c_int64 * 7)()
+    confined = array("q", [0] * len(tensors_in))
+    bound = array("q", [0] * len(out_bases))
+    rid = ctypes.create_string_buffer(64)
+    rc = lib.hpusim_capture_end(len(tensors_in), _addr(in_base), _addr(in_ptr), _addr(in_lo), _addr(in_hi),
+                                len(out_base), _addr(out_base), ctypes.byref(handle), info,
+                                _addr(confined), _addr(bound), rid, len(rid))
+    if rc != 0:
+        raise NotCapturable(_native.last_error(), outs)
+    keys = ("nodes", "steps", "fused", "removed_dead", "virtual_intermediates", "reused_buffers", "random_ops")
+    stats = dict(zip(keys, (int(v) for v in info)))
+    stats["recipe_id"] = rid.value.decode()
+    rec = Recipe(handle.value, stats)
+    if stats["random_ops"] != len(hooks.generators):
+        raise NotCapturable(f"{stats['random_ops']} random ops recorded but {len(hooks.generators)} "
+                            "random draws made", outs)
+    for g in hooks.generators:
+        if rec._generators and rec._generators[-1][0] is g:
+            rec._generators[-1] = (g, rec._generators[-1][1] + 1)
+        else:
+            rec._generators.append((g, 1))
+    rec._device = next((x.device for _, x in tensors_in), None) or next(
+        (o.device for o in flat if isinstance(o, torch.Tensor) and o.device.type == "hpu"), torch.device("hpu"))
+    for x in inputs:
+        rec._inputs.append((x.dtype, x.shape, x.stride()) if isinstance(x, torch.Tensor) else (None, x))
+    seen: dict[int, int] = {}
+    for k, (i, x) in enumerate(tensors_in):
+        if not confined[k]:
+            rec._unconfined.append((i, x.storage_offset()))
+        first = seen.setdefault(in_base[k], k)
+        if first != k:
+            j0 = tensors_in[first][0]
+            rec._alias_checks.append((j0, i, in_ptr[k] - in_ptr[first]))
+    # Outputs: fresh storages are allocated per run; a tensor that fills its storage
+    # exactly is allocated as itself (one call), anything else as a byte buffer it views.
+    slot_users: dict[int, list[torch.Tensor]] = {}
+    for o in flat:
+        if isinstance(o, torch.Tensor) and o.device.type == "hpu":
+            b = o.untyped_storage().data_ptr()
+            if b in out_bases and not bound[out_bases.index(b)]:
+                slot_users.setdefault(b, []).append(o)
+    slot_index: dict[int, int] = {}
+    for k, b in enumerate(out_bases):
+        if bound[k]:
+            # Pre-existing memory the recipe writes in place: it is not rebound, so the
+            # slot's pointer is the captured one.
+            rec._out_slots.append(None)
+            continue
+        users = slot_users[b]
+        nbytes = users[0].untyped_storage().nbytes()
+        whole = [u for u in users if _fills(u, nbytes)]
+        if whole:
+            u = whole[0]
+            rec._out_slots.append((nbytes, u.dtype, tuple(u.shape), u.stride()))
+        else:
+            rec._out_slots.append((nbytes, None, (), ()))
+        slot_index[b] = k
+    by_id: dict[int, int] = {}
+    for n, o in enumerate(flat):
+        if not isinstance(o, torch.Tensor) or o.device.type != "hpu":
+            rec._outputs.append((_OUT_CONST, o))
+            continue
+        if id(o) in by_id:
+            rec._outputs.append((_OUT_SAME, by_id[id(o)]))
+            continue
+        by_id[id(o)] = n
+        b = o.untyped_storage().data_ptr()
+        if b in in_storage:
+            i = in_storage[b]
+            x = inputs[i]
+            delta = (o.storage_offset() * o.element_size() - x.storage_offset() * x.element_size()) // o.element_size()
+            rec._outputs.append((_OUT_INPUT_VIEW, i, o.dtype, tuple(o.shape), o.stride(), delta))
+        elif b in slot_index:
+            k = slot_index[b]
+            slot = rec._out_slots[k]
+            whole = slot is not None and slot[1] is not None and o.dtype == slot[1] and tuple(o.shape) == slot[2] \
+                and o.stride() == slot[3] and o.storage_offset() == 0
+            rec._outputs.append((_OUT_FRESH, k, whole, o.dtype, tuple(o.shape), o.stride(), o.storage_offset()))
+        else:
+            rec._outputs.append((_OUT_CONST, o))  # bound memory (or empty): the captured tensor itself
+    rec._structure = structure
+    return rec, outs
+
+
+def _fills(t: torch.Tensor, nbytes: int) -> bool:
+    """Whether t, allocated with empty_strided(shape, stride), has exactly this storage."""
+    if t.storage_offset() != 0:
+        return False
+    if t.numel() == 0:
+        return nbytes == 0
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if s > 0)
+    return span * t.element_size() == nbytes and all(s >= 0 for s in t.stride())
