@@ -165,3 +165,9 @@ def set_autocast_hpu_dtype(dtype: torch.dtype) -> None:
 
 def _is_in_bad_fork() -> bool:
     return False
+
+
+from ._runtime_flags import (  # noqa: E402,F401
+    disable_dynamic_shape, enable_dynamic_shape, enable_recompute_sdp, get_dynamic_shape_status,
+    recompute_sdp_enabled, sdp_kernel,
+)
