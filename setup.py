@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent
 LIB = ROOT / "python" / "habana_frameworks" / "torch" / "lib"
 # The glue proper and the fast kernels for the hot ops (hpu_fast_ops.cpp), one library.
 GLUE_SRCS = sorted((ROOT / "python" / "habana_frameworks" / "torch" / "csrc").glob("*.cpp"))
-VERSION = "1.21.0.1"
+VERSION = "1.22.0.1"
 
 
 def _run(cmd, **kw):

@@ -119,7 +119,7 @@ def test_packaging_and_hl_smi():
     v = subprocess.run(["hl-smi", "-v"], capture_output=True, text=True).stdout
     assert re.search(r"hl-([\d\.]+)", v) and "Habana" in v
     table = subprocess.run(["hl-smi"], capture_output=True, text=True).stdout.splitlines()
-    assert table[2].replace(" ", "").split(":")[1].split("-")[0] == "1.21.0"
+    assert table[2].replace(" ", "").split(":")[1].split("-")[0] == "1.22.0"
     q = subprocess.run(["hl-smi", "-Q", "index,module_id", "-f", "csv"], capture_output=True, text=True).stdout
     assert q.splitlines()[:2] == ["index, module_id", "0, 0"]
     lst = subprocess.run(["hl-smi", "-L"], capture_output=True, text=True).stdout

@@ -17,7 +17,7 @@ import (
 
 // Emulated software stack; every version string is derived from these.
 const (
-	version     = "1.21.0"
+	version     = "1.22.0"
 	firmware    = "59.1.1.1"
 	buildDate   = "Jan 16 2025 - 17:51:04"
 	driverHash  = "e8ee9c8"

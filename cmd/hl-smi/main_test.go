@@ -22,7 +22,7 @@ func TestVersion(t *testing.T) {
 			t.Fatalf("%v: code %d, output %q", args, code, out)
 		}
 		// The regexes framework version checks use.
-		if m := regexp.MustCompile(`hl-([\d\.]+)`).FindStringSubmatch(out); m == nil || m[1] != "1.21.0" {
+		if m := regexp.MustCompile(`hl-([\d\.]+)`).FindStringSubmatch(out); m == nil || m[1] != "1.22.0" {
 			t.Errorf("%v: hl- version %v in %q", args, m, out)
 		}
 		if m := regexp.MustCompile(`fw-([\d\.]+)`).FindStringSubmatch(out); m == nil || m[1] != "59.1.1.1" {
@@ -97,7 +97,7 @@ func TestTable(t *testing.T) {
 			t.Fatalf("%s: only %d lines", tc.name, len(lines))
 		}
 		parts := strings.Split(strings.ReplaceAll(lines[2], " ", ""), ":")
-		if len(parts) < 2 || strings.Split(parts[1], "-")[0] != "1.21.0" {
+		if len(parts) < 2 || strings.Split(parts[1], "-")[0] != "1.22.0" {
 			t.Errorf("%s: driver version line %q", tc.name, lines[2])
 		}
 		for _, r := range tc.rows {
@@ -126,7 +126,7 @@ func TestQuery(t *testing.T) {
 			"memory.total\n2048 MiB\n"},
 		{"all fields", map[string]string{"HPUSIM_DEVICE_TYPE": "gaudi3"},
 			[]string{"-Q", "driver_version,serial,uuid,temperature.aip,utilization.aip,power.draw,power.limit", "-f", "csv,noheader"},
-			"1.21.0-e8ee9c8, AN03000100, 01P0-HL3080A0-15-SIM000-00-00-00, 26 C, 0 %, 87 W, 900 W\n"},
+			"1.22.0-e8ee9c8, AN03000100, 01P0-HL3080A0-15-SIM000-00-00-00, 26 C, 0 %, 87 W, 900 W\n"},
 		{"visible modules", map[string]string{"HABANA_VISIBLE_MODULES": "2, 5"}, []string{"-Q", "index,module_id,bus_id", "-f", "csv,noheader"},
 			"0, 2, 0000:33:00.0\n1, 5, 0000:4e:00.0\n"},
 		{"visible restricts count", map[string]string{"HPUSIM_DEVICE_COUNT": "4", "HABANA_VISIBLE_MODULES": "3,6,1"},

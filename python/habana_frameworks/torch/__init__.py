@@ -23,9 +23,12 @@ _registry.install()
 from . import _autocast  # noqa: E402,F401  (AutocastHPU kernels and the ops lists)
 
 from . import core, hpu  # noqa: E402,F401
+from .utils import hl_smi as _hl_smi  # noqa: E402
+
+_hl_smi.ensure_on_path()
 from .utils import internal as _internal  # noqa: E402
 
-__version__ = "1.21.0.1"
+__version__ = "1.22.0.1"
 
 
 

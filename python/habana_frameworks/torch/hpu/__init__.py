@@ -98,7 +98,7 @@ def get_gencode_flags() -> str:
 
 def get_device_capability(device: Any = None) -> str:
     """The bridge returns the driver version string here, not a (major, minor) tuple."""
-    return "1.21.0-e8ee9c8"
+    return "1.22.0-e8ee9c8"
 
 
 def get_device_properties(device: Any = None) -> str:
