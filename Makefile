@@ -10,7 +10,7 @@ export GOFLAGS ?= -mod=mod
 # Use both cores for the build and for pytest workers.
 JOBS ?= 2
 
-.PHONY: all setup system-deps venv build train test test-go test-py bench clean
+.PHONY: all setup system-deps venv build develop train test test-go test-py bench clean
 
 all: build
 
@@ -30,8 +30,16 @@ $(VENV)/.installed: requirements.txt
 venv: $(VENV)/.installed
 
 # Go modules, the Go core, the C++ glue against the installed torch, hl-smi, and the
-# editable install that registers the torch.backends entry point.
+# install that registers the torch.backends entry point. A regular (not editable) install,
+# with the native libraries as package data: `pip list` then shows habana-torch-plugin with
+# its version in the last column, which clients parse (an editable one shows a path there).
 build: system-deps venv
+	go mod download
+	$(PY) setup.py -q build_native
+	$(PIP) install -q --no-build-isolation --no-deps .
+
+# Editable install for working on the package (`pip list` then ends the line with a path).
+develop: system-deps venv
 	go mod download
 	$(PY) setup.py -q build_native
 	$(PIP) install -q --no-build-isolation --no-deps -e .
