@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .. import _native
+from . import int64_support
 from .registry import native
 
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
@@ -14,6 +15,8 @@ _MAX_DIMS = 64  # capi/main.go maxDims
 @native("aten::_copy_from")
 def copy_from(self: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
     src = self
+    if dst.dtype == torch.int64:
+        int64_support.check_host_to_device(src, dst)
     if src.shape != dst.shape:
         src = src.expand(dst.shape)  # copy_ broadcasts src into dst
     if dst.numel():

@@ -542,7 +542,8 @@ def mse_loss_backward(grad_output, self, target, reduction):
     if self.dtype not in _FLOATS:
         raise NotNative
     shape = torch.broadcast_shapes(self.shape, target.shape)
-    scale = 2.0 / math.prod(shape) if reduction == 1 else 2.0
+    # An empty input has an empty gradient: any scale will do, but not a division by zero.
+    scale = 2.0 / max(math.prod(shape), 1) if reduction == 1 else 2.0
     rt = torch.result_type(self, target)
     return ew("mse_backward", [grad_output, self, target], rt, params=(scale,), ref=self)
 
