@@ -37,6 +37,7 @@ var fixedWrites = map[string][]int{
 	"dropout_bwd": {0}, "cat": {0}, "index_gather": {0}, "index_put": {0}, "div_count": {0},
 	"nonzero_count": {0}, "nonzero": {0}, "tri": {0}, "sort": {0, 1}, "topk": {0, 1},
 	"arange": {0}, "linspace": {0},
+	"rms_norm": {0, 1}, "rms_norm_bwd": {0, 1},
 	// Optional operand lists mix outputs with inputs (batch-norm running stats are both);
 	// every optional slot counts as written.
 	"conv2d_bwd": {-3}, "layer_norm_bwd": {-4}, "batch_norm_fwd": {0, -2}, "batch_norm_bwd": {-2},
@@ -48,6 +49,7 @@ var fixedWrites = map[string][]int{
 var writeOnlyOps = map[string]bool{
 	"bgemm": true, "conv2d_fwd": true, "copy": true, "fill": true, "red.softmax": true,
 	"max_pool2d": true, "avg_pool2d": true, "adaptive_avg_pool2d": true,
+	"rms_norm": true, "rms_norm_bwd": true,
 }
 
 // effectsOf returns the effect of op with n operands.

@@ -11,3 +11,4 @@ from . import linalg  # noqa: F401
 from . import nn_ops  # noqa: F401
 from . import index_ops  # noqa: F401
 from . import random_ops  # noqa: F401
+from . import hpex_ops  # noqa: F401

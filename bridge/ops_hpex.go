@@ -1,0 +1,162 @@
+package bridge
+
+import (
+	"fmt"
+
+	"hpusim/kernels"
+)
+
+// hpex ops: the fused optimizers' multi-tensor updates (one call per parameter group),
+// norms, RMS norm, rotary embedding and attention. Attribute layouts (n = tensors per list;
+// lists are laid out one after the other):
+//
+//	optim.adamw     T (neg_step, wd_factor, w[n], g[n], m[n], v[n])  I (n, has_wd) F (beta1, beta2, eps)
+//	optim.sgd       T (lr, w[n], g[n]) or (lr, mom, epoch, w[n], g[n], buf[n])  I (n, has_momentum)
+//	                F (wd, dampening, nesterov)
+//	optim.adagrad   T (w[n], g[n], sum[n])               I (n) F (clr, wd, eps)
+//	optim.lamb      T (clip, w[n], g[n], m[n], v[n])     I (n, use_lamb) F (lr, b1, b2, b3, eps, wd, bc1, bc2)
+//	optim.lars      T (lr, w[n], g[n])                   I (n, skip[n]) F (eeta, wd, eps)
+//	optim.resource_apply_momentum T (w[n], buf[n], d[n]) I (n) F (momentum)
+//	optim.ema       T (decay, ema[n], model[n])          I (n)
+//	optim.lamb_norm T (clip, g...)                       F (max_norm)
+//	optim.clip_norm T (total_norm, max_norm, g...)
+func init() {
+	Register("optim.adamw", -1, func(c *Call) error {
+		l, err := splitLists(c, 4, 2)
+		if err != nil {
+			return err
+		}
+		if err := needFloats(c, 3); err != nil {
+			return err
+		}
+		if err := needInts(c, 2); err != nil {
+			return err
+		}
+		return kernels.AdamW(c.T[0], c.T[1], l[0], l[1], l[2], l[3], kernels.AdamWParams{
+			Beta1: c.F[0], Beta2: c.F[1], Eps: c.F[2], HasWeightDecay: c.I[1] != 0})
+	})
+	Register("optim.sgd", -1, func(c *Call) error {
+		if err := needInts(c, 2); err != nil {
+			return err
+		}
+		if err := needFloats(c, 3); err != nil {
+			return err
+		}
+		p := kernels.SGDParams{WeightDecay: c.F[0], Dampening: c.F[1], Nesterov: c.F[2] != 0}
+		if c.I[1] == 0 {
+			l, err := splitLists(c, 2, 1)
+			if err != nil {
+				return err
+			}
+			return kernels.SGD(c.T[0], nil, nil, l[0], l[1], nil, p)
+		}
+		l, err := splitLists(c, 3, 3)
+		if err != nil {
+			return err
+		}
+		return kernels.SGD(c.T[0], &c.T[1], &c.T[2], l[0], l[1], l[2], p)
+	})
+	Register("optim.adagrad", -1, func(c *Call) error {
+		l, err := splitLists(c, 3, 0)
+		if err != nil {
+			return err
+		}
+		if err := needFloats(c, 3); err != nil {
+			return err
+		}
+		return kernels.Adagrad(l[0], l[1], l[2], c.F[0], c.F[1], c.F[2])
+	})
+	Register("optim.lamb", -1, func(c *Call) error {
+		l, err := splitLists(c, 4, 1)
+		if err != nil {
+			return err
+		}
+		if err := needFloats(c, 8); err != nil {
+			return err
+		}
+		if err := needInts(c, 2); err != nil {
+			return err
+		}
+		return kernels.Lamb(c.T[0], l[0], l[1], l[2], l[3], kernels.LambParams{LR: c.F[0], Beta1: c.F[1],
+			Beta2: c.F[2], Beta3: c.F[3], Eps: c.F[4], WeightDecay: c.F[5], BiasCorr1: c.F[6],
+			BiasCorr2: c.F[7], UseLamb: c.I[1] != 0})
+	})
+	Register("optim.lars", -1, func(c *Call) error {
+		l, err := splitLists(c, 2, 1)
+		if err != nil {
+			return err
+		}
+		n := len(l[0])
+		if err := needInts(c, 1+n); err != nil {
+			return err
+		}
+		if err := needFloats(c, 3); err != nil {
+			return err
+		}
+		return kernels.Lars(c.T[0], l[0], l[1], c.I[1:1+n], c.F[0], c.F[1], c.F[2])
+	})
+	Register("optim.resource_apply_momentum", -1, func(c *Call) error {
+		l, err := splitLists(c, 3, 0)
+		if err != nil {
+			return err
+		}
+		if err := needFloats(c, 1); err != nil {
+			return err
+		}
+		return kernels.ResourceApplyMomentum(l[0], l[1], l[2], c.F[0])
+	})
+	Register("optim.ema", -1, func(c *Call) error {
+		l, err := splitLists(c, 2, 1)
+		if err != nil {
+			return err
+		}
+		return kernels.EMA(c.T[0], l[0], l[1])
+	})
+	Register("optim.lamb_norm", -1, func(c *Call) error {
+		if len(c.T) < 1 {
+			return fmt.Errorf("expected an output tensor")
+		}
+		if err := needFloats(c, 1); err != nil {
+			return err
+		}
+		return kernels.LambNorm(c.T[0], c.T[1:], c.F[0])
+	})
+	Register("optim.clip_norm", -1, func(c *Call) error {
+		if len(c.T) < 2 {
+			return fmt.Errorf("expected tensors (out, max_norm, grads...)")
+		}
+		return kernels.ClipNorm(c.T[0], c.T[1], c.T[2:])
+	})
+}
+
+// splitLists cuts the tensors after the first `head` into k lists of I[0] tensors each.
+func splitLists(c *Call, k, head int) ([][]kernels.Tensor, error) {
+	if err := needInts(c, 1); err != nil {
+		return nil, err
+	}
+	n := int(c.I[0])
+	if n < 0 || len(c.T) != head+k*n {
+		return nil, fmt.Errorf("expected %d tensors (%d lists of %d), got %d", head+k*n, k, n, len(c.T))
+	}
+	out := make([][]kernels.Tensor, k)
+	for i := range out {
+		out[i] = c.T[head+i*n : head+(i+1)*n]
+	}
+	return out, nil
+}
+
+// RMS norm (hpex FusedRMSNorm):
+//
+//	rms_norm      T (y, inv_rms [M] f32, x, gamma [D]) F (eps)
+//	rms_norm_bwd  T (dx, dgamma [D] f32, dy, x, gamma, inv_rms)
+func init() {
+	Register("rms_norm", 4, func(c *Call) error {
+		if err := needFloats(c, 1); err != nil {
+			return err
+		}
+		return kernels.RMSNormForward(c.T[0], c.T[1], c.T[2], c.T[3], c.F[0])
+	})
+	Register("rms_norm_bwd", 6, func(c *Call) error {
+		return kernels.RMSNormBackward(c.T[0], c.T[1], c.T[2], c.T[3], c.T[4], c.T[5])
+	})
+}

@@ -1,0 +1,4 @@
+"""habana_frameworks.torch.hpex.movingavrg: FusedEMA."""
+from .FusedEMA import FusedEMA
+
+__all__ = ["FusedEMA"]

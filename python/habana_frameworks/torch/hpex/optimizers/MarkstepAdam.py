@@ -1,0 +1,25 @@
+"""Adam / AdamW with a mark_step around each update in lazy mode (hpex.optimizers.Adam and
+AdamW): torch's algorithms, graph-cut so the update runs as its own graph."""
+from __future__ import annotations
+
+import torch
+
+from habana_frameworks.torch.core import step_closure
+
+
+class MarkstepAdam(torch.optim.Adam):
+    @torch.no_grad()
+    def step(self, closure=None):
+        step_closure._mark_step_if_lazy()
+        loss = super().step(closure)
+        step_closure._mark_step_if_lazy()
+        return loss
+
+
+class MarkstepAdamW(torch.optim.AdamW):
+    @torch.no_grad()
+    def step(self, closure=None):
+        step_closure._mark_step_if_lazy()
+        loss = super().step(closure)
+        step_closure._mark_step_if_lazy()
+        return loss
