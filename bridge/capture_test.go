@@ -1,0 +1,97 @@
+package bridge
+
+import (
+	"math/rand"
+	"testing"
+	"unsafe"
+
+	"hpusim/kernels"
+)
+
+// captureChain records out = (x + y*1) * x; x + y as an intermediate the program frees.
+func captureChain(t testing.TB, x, y, out buf) *Recipe {
+	tb := t.(*testing.T)
+	if err := BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	tmp := newBuf(tb, x.n)
+	NoteAlloc(tmp.p)
+	NoteAlloc(out.p)
+	ew(tb, "ew.add", tmp.all(), []kernels.Tensor{x.all(), y.all()}, 1)
+	ew(tb, "ew.mul", out.all(), []kernels.Tensor{tmp.all(), x.all()})
+	if err := Free(tmp.p); err != nil {
+		t.Fatal(err)
+	}
+	base := func(b buf) uintptr { return uintptr(b.p) }
+	span := func(b buf) uintptr { return uintptr(b.p) + uintptr(4*b.n) }
+	r, info, err := EndCapture([]uintptr{base(x), base(y)}, []uintptr{base(x), base(y)},
+		[]uintptr{base(x), base(y)}, []uintptr{span(x), span(y)}, []uintptr{base(out)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Nodes != 2 || info.Fused != 2 || !info.Confined[0] || info.Bound[0] {
+		t.Fatalf("unexpected capture info %+v", info)
+	}
+	return r
+}
+
+func TestCaptureRunsOverNewStorages(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	x, y, out := randBuf(t, 1000, r), randBuf(t, 1000, r), newBuf(t, 1000)
+	rec := captureChain(t, x, y, out)
+	defer rec.Release()
+	for i := range out.f32() {
+		if want := (x.f32()[i] + y.f32()[i]) * x.f32()[i]; out.f32()[i] != want {
+			t.Fatalf("capture result %d: %v != %v", i, out.f32()[i], want)
+		}
+	}
+	x2, y2, out2 := randBuf(t, 1000, r), randBuf(t, 1000, r), newBuf(t, 1000)
+	before := append([]float32(nil), out.f32()...)
+	if err := RunRecipe(rec, []unsafe.Pointer{x2.p, y2.p}, []unsafe.Pointer{out2.p}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range out2.f32() {
+		if want := (x2.f32()[i] + y2.f32()[i]) * x2.f32()[i]; out2.f32()[i] != want {
+			t.Fatalf("run result %d: %v != %v", i, out2.f32()[i], want)
+		}
+		if out.f32()[i] != before[i] {
+			t.Fatal("a run wrote the captured output")
+		}
+	}
+	if err := RunRecipe(rec, []unsafe.Pointer{x2.p}, []unsafe.Pointer{out2.p}, nil); err == nil {
+		t.Fatal("a run with a missing input succeeded")
+	}
+}
+
+func TestCaptureHostReadPoisons(t *testing.T) {
+	x := newBuf(t, 4)
+	if err := BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	host := make([]float32, 4)
+	dst := kernels.Tensor{Ptr: unsafe.Pointer(&host[0]), DType: kernels.Float32, Sizes: []int64{4}, Strides: []int64{1}}
+	if err := Execute(opID(t, "copy"), &Call{T: []kernels.Tensor{dst, x.all()}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := EndCapture(nil, nil, nil, nil, nil); err == nil {
+		t.Fatal("a capture with a host read compiled")
+	}
+	if Capturing() {
+		t.Fatal("capture still active")
+	}
+}
+
+func BenchmarkRecipeRunSmall(b *testing.B) {
+	t := &testing.T{}
+	r := rand.New(rand.NewSource(3))
+	x, y, out := randBuf(t, 64, r), randBuf(t, 64, r), newBuf(t, 64)
+	rec := captureChain(t, x, y, out)
+	defer rec.Release()
+	in, o := []unsafe.Pointer{x.p, y.p}, []unsafe.Pointer{out.p}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := RunRecipe(rec, in, o, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
