@@ -40,10 +40,14 @@ const (
 var randomOps = map[string]bool{"uniform": true, "normal": true, "bernoulli": true, "random_int": true, "dropout": true}
 
 type capture struct {
-	g         *graph
-	allocated map[uintptr]bool           // storage bases allocated while capturing
-	freed     map[uintptr]unsafe.Pointer // storages of the graph released while capturing (deferred)
-	err       error                      // why the function cannot be a recipe
+	// dryRun records without running (HPU graphs' capture_begin(dry_run=True));
+	// hostReads lets host reads run unrecorded (an HPU graph splits at them as the bridge
+	// does at a mark_step) instead of making the capture unusable.
+	dryRun, hostReads bool
+	g                 *graph
+	allocated         map[uintptr]bool           // storage bases allocated while capturing
+	freed             map[uintptr]unsafe.Pointer // storages of the graph released while capturing (deferred)
+	err               error                      // why the function cannot be a recipe
 }
 
 var (
@@ -58,8 +62,9 @@ var (
 )
 
 // BeginCapture starts recording. In lazy mode, the pending graph is run first (the
-// capture's ops run at once, on the captured storages' current contents).
-func BeginCapture() error {
+// capture's ops run at once, on the captured storages' current contents). dryRun records
+// without running; hostReads lets host reads run unrecorded.
+func BeginCapture(dryRun, hostReads bool) error {
 	if e := eng; e != nil {
 		if err := e.sync("recipe capture"); err != nil {
 			return err
@@ -70,7 +75,8 @@ func BeginCapture() error {
 	if capCur != nil {
 		return fmt.Errorf("a capture is already in progress")
 	}
-	capCur = &capture{g: newGraph(), allocated: map[uintptr]bool{}, freed: map[uintptr]unsafe.Pointer{}}
+	capCur = &capture{dryRun: dryRun, hostReads: hostReads, g: newGraph(), allocated: map[uintptr]bool{},
+		freed: map[uintptr]unsafe.Pointer{}}
 	capCur.g.reason = "capture"
 	capActive.Store(true)
 	return nil
@@ -150,7 +156,9 @@ func (cp *capture) record(op *Op, c *Call) error {
 		base, size, ok := device.Find(uintptr(t.Ptr))
 		if !ok {
 			if eff.writesOp(i) {
-				cp.err = fmt.Errorf("host read (%s) during capture", op.Name)
+				if !cp.hostReads {
+					cp.err = fmt.Errorf("host read (%s) during capture", op.Name)
+				}
 				captureMu.Unlock()
 				return runKernel(op, c)
 			}
@@ -174,7 +182,11 @@ func (cp *capture) record(op *Op, c *Call) error {
 		}
 	}
 	g.nodes = append(g.nodes, n)
+	dry := cp.dryRun
 	captureMu.Unlock()
+	if dry {
+		return nil
+	}
 	if err := runKernel(op, c); err != nil {
 		PoisonCapture(err.Error())
 		return err
@@ -229,6 +241,7 @@ type RecipeInfo struct {
 	Reused   int
 	Random   int
 	Confined []bool // per input: every access of the graph stays inside the input's view
+	Used     []bool // per input: the graph touches its storage
 	Bound    []bool // per output slot: pre-existing memory the recipe runs over in place
 }
 
@@ -260,7 +273,8 @@ func EndCapture(inBase, inPtr, inLo, inHi, outBase []uintptr) (*Recipe, RecipeIn
 		return nil, RecipeInfo{}, cp.err
 	}
 	r := &Recipe{g: g, class: make([]storageClass, len(g.stos)), outputs: make([]int32, len(outBase))}
-	info := RecipeInfo{Confined: make([]bool, len(inBase)), Bound: make([]bool, len(outBase))}
+	info := RecipeInfo{Confined: make([]bool, len(inBase)), Used: make([]bool, len(inBase)),
+		Bound: make([]bool, len(outBase))}
 	for i := range inBase {
 		slot := inputSlot{ord: -1, delta: inPtr[i] - inBase[i]}
 		if ord, ok := g.ord[inBase[i]]; ok {
@@ -289,6 +303,7 @@ func EndCapture(inBase, inPtr, inLo, inHi, outBase []uintptr) (*Recipe, RecipeIn
 	}
 	for i, s := range r.inputs {
 		info.Confined[i] = s.ord < 0 || (lo[s.ord] >= inLo[i] && hi[s.ord] <= inHi[i])
+		info.Used[i] = s.ord >= 0
 	}
 	for k, b := range outBase {
 		r.outputs[k] = -1

@@ -11,7 +11,7 @@ import (
 // captureChain records out = (x + y*1) * x; x + y as an intermediate the program frees.
 func captureChain(t testing.TB, x, y, out buf) *Recipe {
 	tb := t.(*testing.T)
-	if err := BeginCapture(); err != nil {
+	if err := BeginCapture(false, false); err != nil {
 		t.Fatal(err)
 	}
 	tmp := newBuf(tb, x.n)
@@ -65,7 +65,7 @@ func TestCaptureRunsOverNewStorages(t *testing.T) {
 
 func TestCaptureHostReadPoisons(t *testing.T) {
 	x := newBuf(t, 4)
-	if err := BeginCapture(); err != nil {
+	if err := BeginCapture(false, false); err != nil {
 		t.Fatal(err)
 	}
 	host := make([]float32, 4)

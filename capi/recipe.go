@@ -22,10 +22,13 @@ var (
 	nextRecipe int64
 )
 
+// hpusim_capture_begin starts a capture; dry_run != 0 records without running, host_reads
+// != 0 lets host reads run unrecorded (HPU graphs) instead of making the capture unusable.
+//
 //export hpusim_capture_begin
-func hpusim_capture_begin() (rc C.int) {
+func hpusim_capture_begin(dryRun, hostReads C.int) (rc C.int) {
 	defer guard(&rc)
-	if err := bridge.BeginCapture(); err != nil {
+	if err := bridge.BeginCapture(dryRun != 0, hostReads != 0); err != nil {
 		return setErr(err)
 	}
 	return statusOK
@@ -68,8 +71,8 @@ func uintptrs(p *C.int64_t, n C.int) []uintptr {
 // hpusim_capture_end stops the capture and compiles it. Inputs: per input tensor its
 // storage base, data pointer and the byte range [lo, hi) its view spans; per distinct
 // output storage its base. Outputs: the recipe handle; info = [nodes, steps, fused,
-// removed, virtuals, reused, random]; confined[i] = 1 when every access to input i's
-// storage stays inside its view; bound[k] = 1 when output storage k is pre-existing
+// removed, virtuals, reused, random]; confined[i] bit 0 is set when every access to input
+// i's storage stays inside its view, bit 1 when the graph touches it at all; bound[k] = 1 when output storage k is pre-existing
 // memory the recipe writes in place; id receives the recipe id.
 //
 //export hpusim_capture_end
@@ -103,6 +106,12 @@ func hpusim_capture_end(nin C.int, inBase, inPtr, inLo, inHi *C.int64_t, nout C.
 	}
 	if nin > 0 {
 		flags(confined, ri.Confined)
+		d := unsafe.Slice((*int64)(unsafe.Pointer(confined)), int(nin))
+		for i, used := range ri.Used {
+			if used {
+				d[i] |= 2
+			}
+		}
 	}
 	if nout > 0 {
 		flags(bound, ri.Bound)

@@ -32,7 +32,7 @@ from ._ops import fallback as _fallback
 from ._ops import random_ops as _random_ops
 from .hpu import random as _hpu_random
 
-__all__ = ["NotCapturable", "Recipe", "capture"]
+__all__ = ["NotCapturable", "Recipe", "Session", "capture"]
 
 
 class NotCapturable(RuntimeError):
@@ -59,7 +59,8 @@ def _lib() -> ctypes.CDLL:
     if not _bound:
         with _bind_lock:
             i64p = ctypes.POINTER(ctypes.c_int64)
-            lib.hpusim_capture_begin.argtypes, lib.hpusim_capture_begin.restype = [], ctypes.c_int
+            lib.hpusim_capture_begin.argtypes = [ctypes.c_int, ctypes.c_int]
+            lib.hpusim_capture_begin.restype = ctypes.c_int
             lib.hpusim_capture_abort.argtypes, lib.hpusim_capture_abort.restype = [], ctypes.c_int
             lib.hpusim_capture_poison.argtypes = [ctypes.c_char_p]
             lib.hpusim_capture_poison.restype = ctypes.c_int
@@ -93,20 +94,63 @@ def _view_span(t: torch.Tensor) -> tuple[int, int]:
     return lo, hi + es
 
 
-class _Capture:
-    """Hooks active while fn runs: CPU fallbacks poison the capture, random draws are logged."""
+class Session:
+    """An open capture: between begin() and end() (or abort()), every hpu op is recorded.
 
-    def __init__(self, on_fallback: Callable[[Any], None] | None):
+    CPU fallbacks make the capture unusable (on_fallback, if given, is called first and
+    may raise); random draws are logged so that runs draw alike. dry_run records without
+    running; host_reads lets host reads run unrecorded (HPU graphs) instead of making the
+    capture unusable. One session at a time per process."""
+
+    def __init__(self, on_fallback: Callable[[Any], None] | None = None, dry_run: bool = False,
+                 host_reads: bool = False):
         self.generators: list[torch.Generator] = []
         self.on_fallback = on_fallback
+        self.dry_run = dry_run
+        self.host_reads = host_reads
+        self._open = False
 
-    def fallback(self, op) -> None:
+    def begin(self) -> None:
+        if not _capture_lock.acquire(blocking=False):
+            raise RuntimeError("a capture is already in progress")
+        try:
+            _native.check(_lib().hpusim_capture_begin(int(self.dry_run), int(self.host_reads)))
+        except BaseException:
+            _capture_lock.release()
+            raise
+        self._open = True
+        _fallback.capture_hook = self._fallback
+        _random_ops.capture_hook = self._draw
+
+    def _close(self) -> None:
+        _fallback.capture_hook = None
+        _random_ops.capture_hook = None
+        self._open = False
+        _capture_lock.release()
+
+    def abort(self) -> None:
+        """Stop recording and drop the capture."""
+        if self._open:
+            try:
+                _native.check(_lib().hpusim_capture_abort())
+            finally:
+                self._close()
+
+    def end(self, inputs: Sequence[Any], outs: Any) -> Recipe:
+        """Stop recording and compile: inputs are rebound at each run, the hpu tensors in
+        outs (a tensor or a list/tuple) get fresh storages. Raises NotCapturable."""
+        if not self._open:
+            raise RuntimeError("no capture in progress")
+        self._close()
+        return _finish(_lib(), self, list(inputs), outs)
+
+    def _fallback(self, op) -> None:
         if self.on_fallback is not None:
             self.on_fallback(op)
         reason = f"CPU fallback of {op._schema.name} during capture"
         _native.check(_lib().hpusim_capture_poison(reason.encode()))
 
-    def draw(self, generator) -> None:
+    def _draw(self, generator) -> None:
         self.generators.append(generator if generator is not None else _hpu_random.default_generators[0])
 
 
@@ -128,6 +172,7 @@ class Recipe:
         self._structure: Any = None             # list / tuple / single tensor
         self._generators: list[tuple[torch.Generator, int]] = []  # runs of draws per generator
         self._device: torch.device | None = None
+        self.used_inputs: list[int] = []  # indices of the inputs whose storage the graph touches
 
     def __del__(self):
         h, self._handle = getattr(self, "_handle", 0), 0
@@ -238,34 +283,22 @@ def capture(fn: Callable[..., Any], inputs: Sequence[Any], *,
     Returns (recipe, fn's outputs). Raises NotCapturable(reason) if fn did something a
     recipe cannot hold; fn has then run to completion and its outputs are in the
     exception's `outputs`. on_fallback(op), if given, is called at a CPU fallback during
-    the capture (HPU graphs raise there, as the bridge does)."""
+    the capture."""
     inputs = list(inputs)
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor) and x.device.type != "hpu":
             raise ValueError(f"recipe input {i} is on {x.device}, not hpu")
-    lib = _lib()
-    with _capture_lock:
-        hooks = _Capture(on_fallback)
-        _native.check(lib.hpusim_capture_begin())
-        _fallback.capture_hook = hooks.fallback
-        _random_ops.capture_hook = hooks.draw
-        try:
-            outs = fn(*inputs)
-        except BaseException:
-            _fallback.capture_hook = None
-            _random_ops.capture_hook = None
-            _end_discard(lib)
-            raise
-        _fallback.capture_hook = None
-        _random_ops.capture_hook = None
-        return _finish(lib, hooks, inputs, outs)
+    session = Session(on_fallback)
+    session.begin()
+    try:
+        outs = fn(*inputs)
+    except BaseException:
+        session.abort()
+        raise
+    return session.end(inputs, outs), outs
 
 
-def _end_discard(lib: ctypes.CDLL) -> None:
-    _native.check(lib.hpusim_capture_abort())
-
-
-def _finish(lib: ctypes.CDLL, hooks: _Capture, inputs: list[Any], outs: Any) -> tuple[Recipe, Any]:
+def _finish(lib: ctypes.CDLL, hooks: Session, inputs: list[Any], outs: Any) -> Recipe:
     structure, flat = _flatten(outs)
     tensors_in = [(i, x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
     in_base = array("q", [x.untyped_storage().data_ptr() for _, x in tensors_in])
@@ -310,8 +343,9 @@ def _finish(lib: ctypes.CDLL, hooks: _Capture, inputs: list[Any], outs: Any) -> 
     for x in inputs:
         rec._inputs.append((x.dtype, x.shape, x.stride()) if isinstance(x, torch.Tensor) else (None, x))
     seen: dict[int, int] = {}
+    rec.used_inputs = [i for k, (i, _) in enumerate(tensors_in) if confined[k] & 2]
     for k, (i, x) in enumerate(tensors_in):
-        if not confined[k]:
+        if not confined[k] & 1:
             rec._unconfined.append((i, x.storage_offset()))
         first = seen.setdefault(in_base[k], k)
         if first != k:
@@ -365,7 +399,7 @@ def _finish(lib: ctypes.CDLL, hooks: _Capture, inputs: list[Any], outs: Any) -> 
         else:
             rec._outputs.append((_OUT_CONST, o))  # bound memory (or empty): the captured tensor itself
     rec._structure = structure
-    return rec, outs
+    return rec
 
 
 def _fills(t: torch.Tensor, nbytes: int) -> bool:
