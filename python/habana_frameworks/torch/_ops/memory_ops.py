@@ -65,6 +65,21 @@ def zero_(self: torch.Tensor) -> torch.Tensor:
     return self
 
 
+@native("aten::eye.out", "aten::eye.m_out")
+def eye_out(n, m=None, *, out: torch.Tensor) -> torch.Tensor:
+    """torch.eye: zeros with ones on the diagonal, two fills (the diagonal is a strided view)."""
+    m = n if m is None else m
+    if n < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n}")
+    if m < 0:
+        raise RuntimeError(f"m must be greater or equal to 0, got {m}")
+    if tuple(out.shape) != (n, m):
+        out.resize_((n, m))
+    fill_value(out, 0)
+    fill_value(out.diagonal(), 1)
+    return out
+
+
 @native("aten::_local_scalar_dense")
 def local_scalar_dense(self: torch.Tensor):
     if self.numel() != 1:

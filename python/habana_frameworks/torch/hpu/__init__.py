@@ -171,3 +171,7 @@ from ._runtime_flags import (  # noqa: E402,F401
     disable_dynamic_shape, enable_dynamic_shape, enable_recompute_sdp, get_dynamic_shape_status,
     recompute_sdp_enabled, sdp_kernel,
 )
+
+# HPU graphs (lazy mode; in eager mode HPUGraph() and graph() raise, as on the bridge).
+from .graphs import *  # noqa: E402,F401,F403
+from . import graphs  # noqa: E402,F401

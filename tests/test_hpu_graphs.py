@@ -1,0 +1,393 @@
+"""HPU graphs (habana_frameworks.torch.hpu.graphs, re-exported by torch.hpu).
+
+The Lightning HPU guide's HPU-graph examples (lightning-habana examples/pytorch/hpu_graphs.py)
+as plain PyTorch loops, checked against the same loops on CPU, in lazy mode (Makefile's
+second pass); the eager-mode errors in the first pass."""
+import copy
+import random
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import habana_frameworks.torch.core as htcore
+import habana_frameworks.torch.hpu as hthpu
+from habana_frameworks.torch.hpu import graphs
+from habana_frameworks.torch.utils.internal import is_lazy
+
+lazy_only = pytest.mark.skipif(not is_lazy(), reason="HPU graphs run in lazy mode (PT_HPU_LAZY_MODE=1)")
+eager_only = pytest.mark.skipif(is_lazy(), reason="eager-mode behaviour")
+
+
+class Net(nn.Module):
+    """The guide's model (smaller): flatten, fc1, relu, dropout, fc2, mm by identity, log_softmax."""
+
+    def __init__(self, p: float = 0.0, hidden: int = 64):
+        super().__init__()
+        self.fc1 = nn.Linear(784, hidden)
+        self.fc2 = nn.Linear(hidden, 10)
+        self.dropout = nn.Dropout(p)
+
+    def forward(self, x):
+        x = torch.flatten(x, 1)
+        x = self.dropout(F.relu(self.fc1(x)))
+        x = self.fc2(x)
+        x = torch.mm(x, torch.eye(x.shape[1], device=x.device, dtype=x.dtype))
+        return F.log_softmax(x, dim=1)
+
+
+def batches(n, bs=32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(bs, 1, 28, 28, generator=g), torch.randint(0, 10, (bs,), generator=g)) for _ in range(n)]
+
+
+def pair(seed=0, **kw):
+    torch.manual_seed(seed)
+    cpu = Net(**kw)
+    return copy.deepcopy(cpu).to("hpu"), cpu
+
+
+def assert_params_close(hmodel, cmodel, tol=2e-5):
+    for (name, p), q in zip(hmodel.named_parameters(), cmodel.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=tol, atol=tol, msg=name)
+
+
+def cpu_step(model, opt, x, y):
+    opt.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
+# ----------------------------------------------------------------------------------------
+# Eager mode: the bridge's errors
+
+
+@eager_only
+def test_eager_mode_raises_the_bridges_errors():
+    assert torch.hpu.HPUGraph is graphs.HPUGraph and hthpu.wrap_in_hpu_graph is graphs.wrap_in_hpu_graph
+    with pytest.raises(RuntimeError, match=r"^HPUGraph class is available in lazy mode only\.$"):
+        torch.hpu.HPUGraph()
+    with pytest.raises(RuntimeError, match=r"^Context-manager for HPUGraph is available in lazy mode only\.$"):
+        torch.hpu.graph(None)
+    model = hthpu.wrap_in_hpu_graph(nn.Linear(4, 4).to("hpu"))
+    with pytest.raises(RuntimeError, match="HPUGraph class is available in lazy mode only"):
+        model(torch.randn(2, 4, device="hpu"))
+    # ModuleCacher caches only in lazy mode: eager runs the original forward.
+    m = hthpu.ModuleCacher(max_graphs=2)(model=nn.Linear(4, 4).to("hpu"), inplace=True)
+    x = torch.randn(2, 4)
+    out = m(x.to("hpu"))
+    out.sum().backward()
+    assert not hthpu.is_current_stream_capturing()
+
+
+# ----------------------------------------------------------------------------------------
+# Training
+
+
+@lazy_only
+def test_training_capture_and_replay_with_optimizer_inside():
+    hmodel, cmodel = pair(1)
+    hopt = torch.optim.Adadelta(hmodel.parameters(), lr=0.5)
+    copt = torch.optim.Adadelta(cmodel.parameters(), lr=0.5)
+    data = batches(6)
+    static_x = torch.zeros(32, 1, 28, 28, device="hpu")
+    static_y = torch.zeros(32, dtype=torch.int64, device="hpu")
+    g = torch.hpu.HPUGraph()
+    for i, (x, y) in enumerate(data):
+        closs = cpu_step(cmodel, copt, x, y)
+        if i == 0:  # warm-up: the optimizer makes its state
+            static_x.copy_(x)
+            static_y.copy_(y)
+            hopt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(hmodel(static_x), static_y)
+            loss.backward()
+            hopt.step()
+            htcore.mark_step()
+        elif i == 1:  # capture (the ops also run)
+            static_x.copy_(x)
+            static_y.copy_(y)
+            hopt.zero_grad(set_to_none=True)
+            with torch.hpu.graph(g):
+                assert hthpu.is_current_stream_capturing()
+                static_loss = F.cross_entropy(hmodel(static_x), static_y)
+                static_loss.backward()
+                hopt.step()
+            loss = static_loss
+        else:  # replay over data copied into the static inputs
+            static_x.copy_(x)
+            static_y.copy_(y)
+            g.replay()
+            loss = static_loss
+        torch.testing.assert_close(loss.cpu(), closs, rtol=1e-5, atol=1e-5)
+    assert_params_close(hmodel, cmodel)
+    assert g._recipe.stats["nodes"] > 20
+
+
+@lazy_only
+def test_training_make_graphed_callables():
+    hmodel, cmodel = pair(2)
+    sample = torch.randn(32, 1, 28, 28, device="hpu")
+    hmodel = torch.hpu.make_graphed_callables(hmodel, (sample,))
+    hopt = torch.optim.SGD(hmodel.parameters(), lr=0.1, momentum=0.9)
+    copt = torch.optim.SGD(cmodel.parameters(), lr=0.1, momentum=0.9)
+    for x, y in batches(5, seed=3):
+        closs = cpu_step(cmodel, copt, x, y)
+        hopt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(hmodel(x.to("hpu")), y.to("hpu"))
+        loss.backward()
+        hopt.step()
+        htcore.mark_step()
+        torch.testing.assert_close(loss.cpu(), closs, rtol=1e-5, atol=1e-5)
+    assert_params_close(hmodel, cmodel)
+    # Out of the captured training state the original forward runs.
+    hmodel.eval()
+    x = torch.randn(4, 1, 28, 28)
+    torch.testing.assert_close(hmodel(x.to("hpu")).cpu(), cmodel.eval()(x), rtol=1e-5, atol=1e-5)
+
+
+@lazy_only
+def test_training_module_cacher_with_changing_input_shapes():
+    hmodel, cmodel = pair(3)
+    cacher = hthpu.ModuleCacher(max_graphs=10)
+    hmodel = cacher(model=hmodel, inplace=True)
+    hopt = torch.optim.SGD(hmodel.parameters(), lr=0.05)
+    copt = torch.optim.SGD(cmodel.parameters(), lr=0.05)
+    data = batches(3, bs=16, seed=4) + batches(3, bs=24, seed=5)
+    order = [0, 3, 1, 4, 2, 5]  # the two batch sizes alternate
+    for k in order:
+        x, y = data[k]
+        closs = cpu_step(cmodel, copt, x, y)
+        hopt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(hmodel(x.to("hpu")), y.to("hpu"))
+        loss.backward()
+        hopt.step()
+        htcore.mark_step()
+        torch.testing.assert_close(loss.cpu(), closs, rtol=1e-5, atol=1e-5)
+    assert_params_close(hmodel, cmodel)
+    assert len(cacher.model_dict) == 2
+    assert sum(cacher.cached_hits_dict.values()) == 6 and cacher.uncached_train_hits == 0
+
+
+@lazy_only
+def test_module_cacher_max_graphs_and_eval_run_uncached():
+    hmodel, cmodel = pair(4)
+    cacher = hthpu.ModuleCacher(max_graphs=1)
+    hmodel = cacher(model=hmodel, inplace=True)
+    for bs in (8, 12, 8):
+        x = torch.randn(bs, 1, 28, 28)
+        out = hmodel(x.to("hpu"))
+        out.sum().backward()
+        torch.testing.assert_close(out.detach().cpu(), cmodel(x), rtol=1e-5, atol=1e-5)
+    assert len(cacher.model_dict) == 1 and cacher.uncached_train_hits == 1
+    with torch.no_grad():
+        hmodel(torch.randn(8, 1, 28, 28, device="hpu"))
+    assert cacher.uncached_train_hits == 2
+
+
+@lazy_only
+def test_dynamic_control_flow_between_cached_modules():
+    """The guide's dynamic_control_flow step: a graphed module, then one of two graphed
+    modules chosen on the host per step, then loss and optimizer outside any graph."""
+    hmodel, cmodel = pair(5)
+    h2, h3 = nn.Identity(), nn.ReLU()
+    hthpu.ModuleCacher(max_graphs=10)(model=hmodel, inplace=True)
+    hthpu.ModuleCacher(max_graphs=10)(model=h2, inplace=True)
+    hthpu.ModuleCacher(max_graphs=10)(model=h3, inplace=True)
+    hopt = torch.optim.SGD(hmodel.parameters(), lr=0.05)
+    copt = torch.optim.SGD(cmodel.parameters(), lr=0.05)
+    rng = random.Random(7)
+    for x, y in batches(6, bs=16, seed=6):
+        branch = rng.random() > 0.5
+        hopt.zero_grad(set_to_none=True)
+        t = hmodel(torch.flatten(x.to("hpu"), 1))
+        t = h2(t) if branch else h3(t)
+        loss = F.cross_entropy(t, y.to("hpu"))
+        loss.backward()
+        hopt.step()
+        htcore.mark_step()
+        copt.zero_grad(set_to_none=True)
+        c = cmodel(torch.flatten(x, 1))
+        c = c if branch else F.relu(c)
+        closs = F.cross_entropy(c, y)
+        closs.backward()
+        copt.step()
+        torch.testing.assert_close(loss.detach().cpu(), closs.detach(), rtol=1e-5, atol=1e-5)
+    assert_params_close(hmodel, cmodel)
+
+
+@lazy_only
+def test_dynamic_ops_between_cached_modules():
+    """The guide's dynamic_ops step: a data-dependent op between two graphed modules."""
+    hmodel, cmodel = pair(6)
+    hthpu.ModuleCacher(max_graphs=10)(model=hmodel, inplace=True)
+    for x, _ in batches(3, bs=8, seed=8):
+        t = hmodel(torch.flatten(x.to("hpu"), 1))
+        htcore.mark_step()
+        neg = t[torch.where(t < 0)]
+        htcore.mark_step()
+        c = cmodel(torch.flatten(x, 1))
+        torch.testing.assert_close(neg.detach().cpu(), c[torch.where(c < 0)].detach(), rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------------------
+# Inference
+
+
+@lazy_only
+def test_inference_capture_begin_end_and_replay():
+    hmodel, cmodel = pair(7)
+    hmodel.eval()
+    cmodel.eval()
+    static_x = torch.randn(32, 1, 28, 28, device="hpu")
+    g = torch.hpu.HPUGraph()
+    with torch.no_grad():
+        g.capture_begin()
+        static_pred = hmodel(static_x)
+        g.capture_end()
+        for x, _ in batches(3, seed=9):
+            htcore.mark_step()
+            static_x.copy_(x)
+            g.replay()
+            torch.testing.assert_close(static_pred.cpu(), cmodel(x), rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="GRAPH:: graph Capture already in progress"):
+        g2, g3 = torch.hpu.HPUGraph(), torch.hpu.HPUGraph()
+        g2.capture_begin()
+        try:
+            g3.capture_begin()
+        finally:
+            g2.capture_end()
+
+
+@lazy_only
+@pytest.mark.parametrize("disable_tensor_cache", [False, True])
+def test_inference_wrap_in_hpu_graph(disable_tensor_cache):
+    hmodel, cmodel = pair(8)
+    hmodel.eval()
+    cmodel.eval()
+    hmodel = torch.hpu.wrap_in_hpu_graph(hmodel, asynchronous=False, disable_tensor_cache=disable_tensor_cache)
+    with torch.no_grad():
+        outs = []
+        for x, _ in batches(3, bs=16, seed=10) + batches(2, bs=8, seed=11):
+            out = hmodel(x.to("hpu"))
+            torch.testing.assert_close(out.cpu(), cmodel(x), rtol=1e-5, atol=1e-5)
+            outs.append(out)
+    # One graph per input shape; a hit returns the graph's static output (overwritten).
+    assert outs[1] is outs[0] and outs[2] is outs[0] and outs[4] is outs[3] and outs[3] is not outs[0]
+    hmodel.clear_inputs()
+    x = torch.randn(16, 1, 28, 28)
+    with torch.no_grad():
+        torch.testing.assert_close(hmodel(x.to("hpu")).cpu(), cmodel(x), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(hmodel(x.to("hpu"), bypass_hpu_graphs=True).cpu(), cmodel(x),
+                                   rtol=1e-5, atol=1e-5)
+    hmodel.clear_cache()
+
+
+@lazy_only
+def test_wrap_in_hpu_graph_max_graphs_runs_the_rest_eagerly():
+    hmodel, cmodel = pair(9)
+    calls = []
+    orig = hmodel.forward
+
+    def counting(x):
+        calls.append(x.shape[0])
+        return orig(x)
+    hmodel.forward = counting
+    hmodel = hthpu.wrap_in_hpu_graph(hmodel, max_graphs=1)
+    with torch.no_grad():
+        for bs in (4, 6, 4, 6):
+            x = torch.randn(bs, 1, 28, 28)
+            torch.testing.assert_close(hmodel(x.to("hpu")).cpu(), cmodel(x), rtol=1e-5, atol=1e-5)
+    assert calls == [4, 6, 6]  # captured once at 4 (replayed after), 6 never cached
+
+
+@lazy_only
+def test_wrap_in_hpu_graph_func_and_dry_run():
+    w = torch.randn(8, 8)
+    hw = w.to("hpu")
+    f = hthpu.wrap_in_hpu_graph_func(lambda a, b: torch.tanh(a @ hw) + b, dry_run=True)
+    for _ in range(3):
+        a, b = torch.randn(4, 8), torch.randn(4, 8)
+        torch.testing.assert_close(f(a.to("hpu"), b.to("hpu")).cpu(), torch.tanh(a @ w) + b, rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------------------
+# What a graph cannot hold, randomness, replay checks
+
+
+@lazy_only
+def test_cpu_fallback_during_capture_raises_the_bridges_error():
+    x = torch.randn(4, 4, device="hpu")
+    g = torch.hpu.HPUGraph()
+    with pytest.raises(RuntimeError, match="cpu fallback is not supported during hpu graph capturing"):
+        with torch.hpu.graph(g):
+            torch.linalg.matrix_exp(x)
+    assert not hthpu.is_current_stream_capturing()
+    with torch.hpu.graph(g):  # the next capture works
+        y = x * 2.0
+    x.fill_(1.0)
+    g.replay()
+    assert torch.equal(y.cpu(), torch.full((4, 4), 2.0))
+
+
+@lazy_only
+def test_host_read_during_capture_runs_and_replay_goes_on():
+    x = torch.arange(4.0, device="hpu")
+    g = torch.hpu.HPUGraph()
+    with torch.hpu.graph(g):
+        y = x + 1.0
+        assert y.sum().item() == 10.0  # read at capture time, not part of the graph
+        z = y * 2.0
+    x.copy_(torch.ones(4))
+    g.replay()
+    assert torch.equal(z.cpu(), torch.full((4,), 4.0))
+
+
+@lazy_only
+def test_replay_errors():
+    g = torch.hpu.HPUGraph()
+    with pytest.raises(RuntimeError, match="GRAPH::"):
+        g.replay()
+    a = torch.randn(3, 3, device="hpu")
+    g.capture_begin()
+    g.mark_user_inputs([a])
+    out = a * 3.0
+    with pytest.raises(RuntimeError, match="GRAPH:: Capture in progress"):
+        g.replay()
+    g.capture_end()
+    assert g.get_user_input_match_indices() == [0]
+    b = torch.randn(3, 3)
+    g.replayV3([b.to("hpu")])
+    torch.testing.assert_close(out.cpu(), b * 3.0)
+    with pytest.raises(ValueError, match="recipe input 0"):
+        g.replayV3([torch.randn(3, 4, device="hpu")])
+
+
+@lazy_only
+def test_dropout_in_a_graph_draws_fresh_numbers():
+    x = torch.ones(64, 64, device="hpu")
+    g = torch.hpu.HPUGraph()
+    with torch.hpu.graph(g):
+        y = F.dropout(x, 0.5, training=True)
+    first = y.cpu()
+    g.replay()
+    second = y.cpu()
+    assert not torch.equal(first, second)
+    assert 0.3 < float((second == 0).float().mean()) < 0.7
+
+
+def test_input_hash_keys():
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    assert graphs.input_hash((a,)) == graphs.input_hash((b,))
+    assert graphs.input_hash((a,)) == graphs.input_hash((b.double(),))  # dtype is not in the key
+    assert graphs.input_hash((a,)) != graphs.input_hash((torch.randn(3, 2),))
+    assert graphs.input_hash((a, 1)) != graphs.input_hash((a, 2))
+    assert graphs.input_hash({"x": a}) == graphs.input_hash({"x": b})
+    with torch.autocast("hpu", dtype=torch.bfloat16):
+        k = graphs.input_hash((a,))
+    assert k != graphs.input_hash((a,))
+    d, s = {"x": [torch.zeros(2)]}, {"x": [torch.ones(2)]}
+    graphs.copy_to(d, s)
+    assert torch.equal(d["x"][0], torch.ones(2))
