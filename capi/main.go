@@ -213,6 +213,10 @@ func hpusim_check_dtype(dtype C.int) (rc C.int) {
 		if cfg.Gen == device.Gaudi {
 			return setErr(fmt.Errorf("Expected false to be true, but got false.  float16/half is not supported on Gaudi."))
 		}
+	case kernels.Float8E5M2, kernels.Float8E4M3FN:
+		if cfg.Gen == device.Gaudi { // fp8 arrived with Gaudi2
+			return setErr(fmt.Errorf("Expected false to be true, but got false.  float8 is not supported on Gaudi."))
+		}
 	}
 	if !kernels.DType(dtype).Valid() {
 		return setErr(fmt.Errorf("dtype code %d is not supported on HPU device", int(dtype)))

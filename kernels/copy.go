@@ -73,7 +73,7 @@ func convertRow(dt, st DType) rowFunc {
 			}
 		}
 	}
-	integral := !dt.IsFloat() && !st.IsFloat()
+	integral := !dt.IsFloat() && !st.IsFloat() && !dt.IsFloat8() && !st.IsFloat8()
 	return func(p []unsafe.Pointer, s []int64, n int64) {
 		const chunk = 512
 		if integral {
@@ -186,6 +186,8 @@ func loadFloat(buf []float64, dt DType, p unsafe.Pointer, s int64) {
 			buf[i] = float64(*(*int64)(q))
 		case Bool:
 			buf[i] = float64(*(*uint8)(q) & 1)
+		case Float8E5M2, Float8E4M3FN:
+			buf[i] = float64(Float8ToF32(dt, *(*uint8)(q)))
 		}
 	}
 }
@@ -204,6 +206,9 @@ func storeFloat(p unsafe.Pointer, s int64, dt DType, buf []float64) {
 			*(*uint16)(q) = F32ToF16(float32(v))
 		case Bool:
 			*(*uint8)(q) = b2u(v != 0)
+		case Float8E5M2, Float8E4M3FN:
+			// Through float32 first, as PyTorch's 8-bit float types are built from a float.
+			*(*uint8)(q) = F32ToFloat8(dt, float32(v))
 		default:
 			storeOneInt(q, dt, floatToInt64(v))
 		}
@@ -282,9 +287,9 @@ func Fill(dst Tensor, f float64, i int64, isInt bool) error {
 	var elem [8]byte
 	e := unsafe.Pointer(&elem[0])
 	switch {
-	case dst.DType.IsFloat() && isInt:
+	case (dst.DType.IsFloat() || dst.DType.IsFloat8()) && isInt:
 		storeFloat(e, 0, dst.DType, []float64{float64(i)})
-	case dst.DType.IsFloat():
+	case dst.DType.IsFloat() || dst.DType.IsFloat8():
 		storeFloat(e, 0, dst.DType, []float64{f})
 	case isInt:
 		storeInt(e, 0, dst.DType, []int64{i})

@@ -35,6 +35,7 @@ var dtypeInfo = [...]dtypeEntry{
 	Uint8: {"uint8", 1}, Int8: {"int8", 1}, Int16: {"int16", 2}, Int32: {"int32", 4},
 	Int64: {"int64", 8}, Float16: {"float16", 2}, Float32: {"float32", 4},
 	Float64: {"float64", 8}, Bool: {"bool", 1}, BFloat16: {"bfloat16", 2},
+	Float8E5M2: {"float8_e5m2", 1}, Float8E4M3FN: {"float8_e4m3fn", 1},
 }
 
 func (d DType) entry() (dtypeEntry, bool) {
@@ -56,7 +57,7 @@ func (d DType) Size() int {
 		return 8
 	case Float16, BFloat16, Int16:
 		return 2
-	case Uint8, Int8, Bool:
+	case Uint8, Int8, Bool, Float8E5M2, Float8E4M3FN:
 		return 1
 	}
 	return 0

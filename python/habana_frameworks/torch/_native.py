@@ -20,6 +20,7 @@ LIB_DIR = os.environ.get("HPUSIM_LIB_DIR") or os.path.join(os.path.dirname(os.pa
 DTYPE_CODE = {
     torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4,
     torch.float16: 5, torch.float32: 6, torch.float64: 7, torch.bool: 11, torch.bfloat16: 15,
+    torch.float8_e5m2: 23, torch.float8_e4m3fn: 24,
 }
 
 _go: ctypes.CDLL | None = None
