@@ -22,7 +22,8 @@ type effect struct {
 // at launch like addresses and floats instead of forcing a recompilation.
 var dynamicInts = map[string]uint64{
 	"uniform": 0b11, "normal": 0b11, "bernoulli": 0b11, "random_int": 0b11, "dropout": 0b11,
-	"fill": 0b10,
+	"fill": 0b10, "attention_fwd": 0b110, "attention_bwd": 0b110,
+	"attention_dropout_mask": 0b110,
 }
 
 // fixedWrites maps ops to the operand positions they write; -k means "from k onwards".
@@ -37,7 +38,8 @@ var fixedWrites = map[string][]int{
 	"dropout_bwd": {0}, "cat": {0}, "index_gather": {0}, "index_put": {0}, "div_count": {0},
 	"nonzero_count": {0}, "nonzero": {0}, "tri": {0}, "sort": {0, 1}, "topk": {0, 1},
 	"arange": {0}, "linspace": {0},
-	"rms_norm": {0, 1}, "rms_norm_bwd": {0, 1},
+	"rms_norm": {0, 1}, "rms_norm_bwd": {0, 1}, "attention_fwd": {0, 1, 2}, "attention_bwd": {0, 1, 2},
+	"attention_dropout_mask": {0},
 	// Optional operand lists mix outputs with inputs (batch-norm running stats are both);
 	// every optional slot counts as written.
 	"conv2d_bwd": {-3}, "layer_norm_bwd": {-4}, "batch_norm_fwd": {0, -2}, "batch_norm_bwd": {-2},

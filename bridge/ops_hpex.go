@@ -160,3 +160,56 @@ func init() {
 		return kernels.RMSNormBackward(c.T[0], c.T[1], c.T[2], c.T[3], c.T[4], c.T[5])
 	})
 }
+
+// Attention (hpex FusedSDPA, F.scaled_dot_product_attention on hpu), flash-style tiles:
+//
+//	attention_fwd  T (out, m, linv [B,Hq,L] f32, q, k, v[, mask [B,Hq,L,S]])  I (causal, seed, offset) F (scale, dropout_p)
+//	attention_bwd  T (dq, dk, dv, dout, q, k, v, out, m, linv[, mask])       I (causal, seed, offset) F (scale, dropout_p)
+//	attention_dropout_mask T (dm bool [B,Hq,L,S])                            I (causal, seed, offset) F (scale, dropout_p)
+func init() {
+	params := func(c *Call) (kernels.AttnParams, error) {
+		if err := needInts(c, 3); err != nil {
+			return kernels.AttnParams{}, err
+		}
+		if err := needFloats(c, 2); err != nil {
+			return kernels.AttnParams{}, err
+		}
+		return kernels.AttnParams{Scale: c.F[0], DropoutP: c.F[1], Causal: c.I[0] != 0,
+			Drop: kernels.Stream{Seed: uint64(c.I[1]), Offset: uint64(c.I[2])}}, nil
+	}
+	Register("attention_fwd", -1, func(c *Call) error {
+		if len(c.T) != 6 && len(c.T) != 7 {
+			return fmt.Errorf("expected 6 or 7 tensors, got %d", len(c.T))
+		}
+		p, err := params(c)
+		if err != nil {
+			return err
+		}
+		var mask *kernels.Tensor
+		if len(c.T) == 7 {
+			mask = &c.T[6]
+		}
+		return kernels.AttentionForward(c.T[0], c.T[1], c.T[2], c.T[3], c.T[4], c.T[5], mask, p)
+	})
+	Register("attention_bwd", -1, func(c *Call) error {
+		if len(c.T) != 10 && len(c.T) != 11 {
+			return fmt.Errorf("expected 10 or 11 tensors, got %d", len(c.T))
+		}
+		p, err := params(c)
+		if err != nil {
+			return err
+		}
+		var mask *kernels.Tensor
+		if len(c.T) == 11 {
+			mask = &c.T[10]
+		}
+		return kernels.AttentionBackward(c.T[0], c.T[1], c.T[2], c.T[3], c.T[4], c.T[5], c.T[6], c.T[7], c.T[8], c.T[9], mask, p)
+	})
+	Register("attention_dropout_mask", 1, func(c *Call) error {
+		p, err := params(c)
+		if err != nil {
+			return err
+		}
+		return kernels.AttentionDropoutMask(c.T[0], p)
+	})
+}

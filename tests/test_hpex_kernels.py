@@ -53,3 +53,150 @@ def test_fused_rms_norm_all_arguments_and_ops():
     assert RmsNormBwdMode.DEFAULT.value == 0 and RmsNormBwdMode.STATIC_CASE_WIDTH_PARTITIONING.value == 1
     with pytest.raises(RuntimeError, match="does not match the last dim"):
         torch.ops.hpu.rms_norm(x.to("hpu"), torch.ones(7).to("hpu"), 1e-5)
+
+
+# ----------------------------------------------------------------------- attention
+
+import math  # noqa: E402
+
+import torch.nn.functional as F  # noqa: E402
+
+from habana_frameworks.torch.hpex.kernels import FusedSDPA  # noqa: E402
+
+
+def sdpa_ref(q, k, v, mask=None, causal=False, scale=None):
+    """softmax(q k^T * scale + mask) v in float64, GQA by repeating k/v heads."""
+    q, k, v = q.double(), k.double(), v.double()
+    if k.shape[1] != q.shape[1]:
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], 1)
+        v = v.repeat_interleave(q.shape[1] // v.shape[1], 1)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = q @ k.transpose(-2, -1) * scale
+    if causal:
+        s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.double()
+    p = torch.softmax(s, -1).nan_to_num(0.0)  # a fully masked row gives 0, as torch's CPU SDPA
+    return p @ v
+
+
+CASES = [  # B, Hq, Hkv, L, S, D, causal, mask kind
+    (2, 4, 4, 100, 130, 16, False, None),
+    (1, 4, 2, 200, 200, 32, True, None),   # GQA, several tiles, causal
+    (2, 2, 2, 70, 300, 8, False, "float"),
+    (2, 2, 1, 70, 150, 8, False, "bool"),  # MQA with a bool mask
+]
+
+
+def make_mask(kind, B, H, L, S, dtype):
+    g = torch.Generator().manual_seed(1)
+    if kind == "float":
+        return torch.randn(B, 1, L, S, generator=g).to(dtype)
+    if kind == "bool":
+        m = torch.rand(L, S, generator=g) > 0.3
+        m[3] = False  # a fully masked row
+        return m
+    return None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES)
+def test_fused_sdpa_forward_backward(dtype, case):
+    B, Hq, Hk, L, S, D, causal, mk = case
+    torch.manual_seed(0)
+    q, k, v = torch.randn(B, Hq, L, D, dtype=dtype), torch.randn(B, Hk, S, D, dtype=dtype), torch.randn(B, Hk, S, D, dtype=dtype)
+    g = torch.randn(B, Hq, L, D, dtype=dtype)
+    mask = make_mask(mk, B, Hq, L, S, dtype)
+    qh, kh, vh = (leaf(t, "hpu") for t in (q, k, v))
+    out = FusedSDPA.apply(qh, kh, vh, None if mask is None else mask.to("hpu"), 0.0, causal)
+    out.backward(g.to("hpu"))
+    qc, kc, vc = (leaf(t.double(), "cpu") for t in (q, k, v))
+    ref = sdpa_ref(qc, kc, vc, mask, causal)
+    ref.backward(g.double())
+    t = dict(atol=2e-5, rtol=2e-5) if dtype == torch.float32 else dict(atol=6e-2, rtol=5e-2)
+    torch.testing.assert_close(out.detach().cpu().double(), ref.detach(), **t)
+    for a, b in ((qh, qc), (kh, kc), (vh, vc)):
+        torch.testing.assert_close(a.grad.cpu().double(), b.grad, **t)
+
+
+def test_sdpa_on_hpu_is_native_and_matches_cpu(fallback_counter):
+    torch.manual_seed(0)
+    q = torch.randn(2, 3, 50, 16)
+    m = torch.randn(50, 50)
+    qh = leaf(q, "hpu")
+    out = F.scaled_dot_product_attention(qh, qh * 0.5, qh, attn_mask=m.to("hpu"), scale=0.3)
+    out.sum().backward()
+    qc = leaf(q, "cpu")
+    ref = F.scaled_dot_product_attention(qc, qc * 0.5, qc, attn_mask=m, scale=0.3)
+    ref.sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(qh.grad.cpu(), qc.grad, atol=1e-5, rtol=1e-5)
+    assert fallback_counter() == {}
+    # 3-D operands and a broadcast batch
+    x, y = torch.randn(4, 9, 8), torch.randn(1, 11, 8)
+    torch.testing.assert_close(F.scaled_dot_product_attention(x.to("hpu"), y.to("hpu"), y.to("hpu")).cpu(),
+                               F.scaled_dot_product_attention(x, y, y), atol=1e-5, rtol=1e-5)
+
+
+def test_sdpa_bad_input_raises_like_torch():
+    q, k = torch.randn(2, 4, 8, 16), torch.randn(2, 4, 9, 8)
+    for args, kw in [((q, k, k), {}), ((q, q, q), dict(attn_mask=torch.ones(8, 8, dtype=torch.int32))),
+                     ((q, q[:, :3], q[:, :3]), dict(enable_gqa=True))]:
+        with pytest.raises(RuntimeError) as cpu_err:
+            F.scaled_dot_product_attention(*args, **kw)
+        hargs = [a.to("hpu") for a in args]
+        hkw = {n: t.to("hpu") if isinstance(t, torch.Tensor) else t for n, t in kw.items()}
+        with pytest.raises(RuntimeError) as hpu_err:
+            F.scaled_dot_product_attention(*hargs, **hkw)
+        assert str(hpu_err.value) == str(cpu_err.value)
+    with pytest.raises(RuntimeError):
+        FusedSDPA.apply(q.to("hpu"), k.to("hpu"), k.to("hpu"))
+
+
+def test_fused_sdpa_dropout_mask_and_probs():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 40, 8).to("hpu") for _ in range(3))
+    out, dm = FusedSDPA.apply(q, k, v, None, 0.3, False, None, "None", False, None, "left", True)
+    assert dm.dtype == torch.bool and dm.shape == (1, 2, 40, 40)
+    keep = dm.float().mean().item()
+    assert 0.6 < keep < 0.8
+    p = torch.softmax(q.cpu() @ k.cpu().transpose(-2, -1) / math.sqrt(8), -1)
+    ref = (p * dm.cpu() / 0.7) @ v.cpu()
+    torch.testing.assert_close(out.cpu(), ref, atol=1e-5, rtol=1e-5)
+    out2, probs = FusedSDPA.apply(q, k, v, None, 0.0, True, None, "none", False, None, "left", False, True)
+    torch.testing.assert_close(probs.cpu(), torch.softmax(
+        (q.cpu() @ k.cpu().transpose(-2, -1) / math.sqrt(8)).masked_fill(~torch.ones(40, 40, dtype=torch.bool).tril(),
+                                                                          float("-inf")), -1), atol=1e-5, rtol=1e-5)
+
+
+def test_fused_sdpa_dropout_backward_consistent():
+    """With dropout, the gradient is that of the output actually produced (same mask)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 33, 8) for _ in range(3))
+    qh, kh, vh = (leaf(t, "hpu") for t in (q, k, v))
+    out, dm = FusedSDPA.apply(qh, kh, vh, None, 0.2, False, None, "None", False, None, "left", True)
+    out.sum().backward()
+    qc, kc, vc = (leaf(t, "cpu") for t in (q, k, v))
+    p = torch.softmax(qc @ kc.transpose(-2, -1) / math.sqrt(8), -1)
+    ((p * dm.cpu() / 0.8) @ vc).sum().backward()
+    for a, b in ((qh, qc), (kh, kc), (vh, vc)):
+        torch.testing.assert_close(a.grad.cpu(), b.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_fused_sdpa_assertions_and_valid_seq_len():
+    q = torch.randn(2, 2, 6, 8).to("hpu")
+    ql = leaf(q, "hpu")
+    with pytest.raises(AssertionError, match="Return_dropout_mask is not supported in recompute mode"):
+        FusedSDPA.apply(q, q, q, None, 0.1, False, None, "None", True, None, "left", True)
+    with pytest.raises(AssertionError, match="return_attn_probs is supported only for inference mode"):
+        FusedSDPA.apply(ql, ql, ql, None, 0.0, False, None, "None", None, None, "left", False, True)
+    with pytest.raises(AssertionError, match="Optimized softmax mode is supported in recompute training mode only"):
+        FusedSDPA.apply(ql, ql, ql, None, 0.0, False, None, "fast", True)
+    with pytest.raises(AssertionError, match="Valid sequence length is supported only in inference"):
+        FusedSDPA.apply(q, q, q, None, 0.0, False, None, "None", None, torch.tensor([3, 6]))
+    # right padding: batch 0 has 3 valid tokens; its first 3 rows see only those keys
+    out = FusedSDPA.apply(q, q, q, None, 0.0, True, None, "None", None, torch.tensor([3, 6]), "right")
+    ref0 = sdpa_ref(q[:1, :, :3].cpu(), q[:1, :, :3].cpu(), q[:1, :, :3].cpu(), causal=True)
+    torch.testing.assert_close(out[:1, :, :3].cpu().double(), ref0, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out[1:].cpu().double(), sdpa_ref(q[1:].cpu(), q[1:].cpu(), q[1:].cpu(), causal=True),
+                               atol=1e-5, rtol=1e-5)

@@ -12,3 +12,4 @@ from . import nn_ops  # noqa: F401
 from . import index_ops  # noqa: F401
 from . import random_ops  # noqa: F401
 from . import hpex_ops  # noqa: F401
+from . import hpex_attention  # noqa: F401

@@ -1,0 +1,413 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Scaled dot-product attention in tiles (flash-attention style): the score matrix is never
+// materialised; each worker holds one attBr x attBc tile of scores at a time and an online
+// softmax (running row max and sum) rescales the output rows as key blocks stream by. The
+// forward saves only the row logsumexp; the backward recomputes the probabilities from it.
+// Layout [B, H, L|S, D]; grouped-query attention maps query head h to key/value head
+// h / (Hq/Hkv). Arithmetic in float32 (bfloat16 operands are widened per tile; the results
+// are rounded once), products on the GEMM micro-kernels.
+
+const (
+	attBr = 64  // query rows per tile
+	attBc = 128 // key columns per tile
+)
+
+// AttnParams are an attention call's attributes.
+type AttnParams struct {
+	Scale    float64
+	Causal   bool    // keep key j <= query i (top-left aligned, as torch)
+	DropoutP float64 // probability of dropping a probability
+	Drop     Stream  // the dropout mask's Philox stream (element index ((b*Hq+h)*L+i)*S+j)
+}
+
+type attShape struct {
+	B, Hq, Hkv, L, S, D, Dv int64
+}
+
+func attCheck(q, k, v Tensor, mask *Tensor) (attShape, error) {
+	var sh attShape
+	for _, t := range []Tensor{q, k, v} {
+		if t.Dim() != 4 {
+			return sh, fmt.Errorf("attention: expected 4-D [B, H, S, D] operands")
+		}
+		if t.DType != Float32 && t.DType != BFloat16 {
+			return sh, fmt.Errorf("attention: dtype %v; float32 and bfloat16 are supported", t.DType)
+		}
+	}
+	sh = attShape{B: q.Sizes[0], Hq: q.Sizes[1], L: q.Sizes[2], D: q.Sizes[3], Hkv: k.Sizes[1], S: k.Sizes[2], Dv: v.Sizes[3]}
+	if k.Sizes[0] != sh.B || v.Sizes[0] != sh.B || v.Sizes[1] != sh.Hkv || v.Sizes[2] != sh.S || k.Sizes[3] != sh.D {
+		return sh, fmt.Errorf("attention: q %v, k %v and v %v do not match", q.Sizes, k.Sizes, v.Sizes)
+	}
+	if sh.Hkv == 0 || sh.Hq%sh.Hkv != 0 {
+		return sh, fmt.Errorf("attention: %d query heads are not a multiple of %d key/value heads", sh.Hq, sh.Hkv)
+	}
+	if mask != nil {
+		m := *mask
+		if m.Dim() != 4 || m.Sizes[0] != sh.B || m.Sizes[1] != sh.Hq || m.Sizes[2] != sh.L || m.Sizes[3] != sh.S {
+			return sh, fmt.Errorf("attention: mask %v is not [B, Hq, L, S] (expand it first)", m.Sizes)
+		}
+		if m.DType != Bool && m.DType != Float32 && m.DType != BFloat16 {
+			return sh, fmt.Errorf("attention: mask dtype %v; bool, float32 and bfloat16 are supported", m.DType)
+		}
+	}
+	return sh, nil
+}
+
+// attLoad widens rows [r0, r0+n) of head (b, h) of t ([B,H,R,C]) into dst (n x C, contiguous).
+func attLoad(dst []float32, t Tensor, b, h, r0, n int64) {
+	C := t.Sizes[3]
+	es := int64(t.DType.Size())
+	base := (b*t.Strides[0] + h*t.Strides[1]) * es
+	for r := int64(0); r < n; r++ {
+		p := at(t.Ptr, base+(r0+r)*t.Strides[2]*es)
+		row := dst[r*C : (r+1)*C]
+		loadRowF32(row, p, t.Strides[3]*es, t.DType)
+	}
+}
+
+// attStore rounds rows of src (n x C) into rows [r0, r0+n) of head (b, h) of t.
+func attStore(t Tensor, b, h, r0, n int64, src []float32) {
+	C := t.Sizes[3]
+	es := int64(t.DType.Size())
+	base := (b*t.Strides[0] + h*t.Strides[1]) * es
+	for r := int64(0); r < n; r++ {
+		storeRowF32(at(t.Ptr, base+(r0+r)*t.Strides[2]*es), t.Strides[3]*es, t.DType, src[r*C:(r+1)*C])
+	}
+}
+
+func f32p(s []float32) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s)) }
+
+var negInf = float32(math.Inf(-1))
+
+// attBias applies the mask and the causal limit to a score tile s (rows x cols, query rows
+// from i0, key columns from j0): masked-out scores become -inf, a float mask is added.
+func attBias(s []float32, rows, cols, i0, j0 int64, b, h int64, mask *Tensor, causal bool) {
+	if mask != nil {
+		m := *mask
+		es := int64(m.DType.Size())
+		base := (b*m.Strides[0] + h*m.Strides[1]) * es
+		sj := m.Strides[3] * es
+		for r := int64(0); r < rows; r++ {
+			p := at(m.Ptr, base+(i0+r)*m.Strides[2]*es+j0*sj)
+			row := s[r*cols : (r+1)*cols]
+			switch m.DType {
+			case Bool:
+				for j := range row {
+					if *(*uint8)(unsafe.Add(p, int64(j)*sj)) == 0 {
+						row[j] = negInf
+					}
+				}
+			case Float32:
+				for j := range row {
+					row[j] += *(*float32)(unsafe.Add(p, int64(j)*sj))
+				}
+			case BFloat16:
+				for j := range row {
+					row[j] += BF16ToF32(*(*uint16)(unsafe.Add(p, int64(j)*sj)))
+				}
+			}
+		}
+	}
+	if causal && j0+cols-1 > i0 {
+		for r := int64(0); r < rows; r++ {
+			first := i0 + r + 1 - j0 // first masked column of this row
+			if first < 0 {
+				first = 0
+			}
+			for j := first; j < cols; j++ {
+				s[r*cols+j] = negInf
+			}
+		}
+	}
+}
+
+// attDropScale multiplies the probabilities tile p by keep/(1-p) (0 for a dropped one).
+func attDropScale(pt []float32, rows, cols, i0, j0, bh int64, sh attShape, prm AttnParams) {
+	thr := uint32(math.Min(prm.DropoutP*4294967296.0, 4294967295.0))
+	sc := float32(1 / (1 - prm.DropoutP))
+	for r := int64(0); r < rows; r++ {
+		idx0 := (bh*sh.L+i0+r)*sh.S + j0
+		var w [4]uint32
+		blk := int64(-1)
+		row := pt[r*cols : (r+1)*cols]
+		for j := range row {
+			idx := idx0 + int64(j)
+			if idx>>2 != blk {
+				blk = idx >> 2
+				w = prm.Drop.Block(uint64(blk))
+			}
+			if w[idx&3] < thr {
+				row[j] = 0
+			} else {
+				row[j] *= sc
+			}
+		}
+	}
+}
+
+// kvBlocks is the number of key blocks query rows [i0, i0+rows) may see.
+func kvBlocks(sh attShape, i0, rows int64, causal bool) int64 {
+	S := sh.S
+	if causal {
+		S = min(S, i0+rows)
+	}
+	return (S + attBc - 1) / attBc
+}
+
+// AttentionForward writes out [B,Hq,L,Dv] and, per query row (float32 [B,Hq,L]), the
+// scores' max mx and the inverse of the softmax sum linv (the bridge's m and linv); a row
+// with every key masked gets mx = -inf, linv = 0 and an output of 0.
+func AttentionForward(out, mxT, linvT, q, k, v Tensor, mask *Tensor, prm AttnParams) error {
+	sh, err := attCheck(q, k, v, mask)
+	if err != nil {
+		return err
+	}
+	if out.Dim() != 4 || out.Sizes[0] != sh.B || out.Sizes[1] != sh.Hq || out.Sizes[2] != sh.L || out.Sizes[3] != sh.Dv {
+		return fmt.Errorf("attention: output shapes do not match")
+	}
+	for _, t := range []Tensor{mxT, linvT} {
+		if t.DType != Float32 || t.Numel() != sh.B*sh.Hq*sh.L || !t.IsContiguous() {
+			return fmt.Errorf("attention: row statistics must be contiguous float32 [B, Hq, L]")
+		}
+	}
+	mxS, linvS := f32Of(mxT), f32Of(linvT)
+	qBlocks := (sh.L + attBr - 1) / attBr
+	group := sh.Hq / sh.Hkv
+	D, Dv := sh.D, sh.Dv
+	ParallelFor(sh.B*sh.Hq*qBlocks, sh.S*(D+Dv)*attBr, func(lo, hi int64) {
+		qt := make([]float32, attBr*D)
+		kt := make([]float32, attBc*D)
+		vt := make([]float32, attBc*Dv)
+		st := make([]float32, attBr*attBc)
+		ot := make([]float32, attBr*Dv)
+		m := make([]float32, attBr)
+		l := make([]float32, attBr)
+		alpha := make([]float32, attBr)
+		for u := lo; u < hi; u++ {
+			bh, qb := u/qBlocks, u%qBlocks
+			b, h := bh/sh.Hq, bh%sh.Hq
+			hk := h / group
+			i0 := qb * attBr
+			rows := min(attBr, sh.L-i0)
+			attLoad(qt, q, b, h, i0, rows)
+			clear(ot[:rows*Dv])
+			for r := range m[:rows] {
+				m[r], l[r] = negInf, 0
+			}
+			nkb := kvBlocks(sh, i0, rows, prm.Causal)
+			for kb := int64(0); kb < nkb; kb++ {
+				j0 := kb * attBc
+				cols := min(attBc, sh.S-j0)
+				attLoad(kt, k, b, hk, j0, cols)
+				attLoad(vt, v, b, hk, j0, cols)
+				s := st[:rows*cols]
+				blasGemmSerial(false, true, int(rows), int(cols), int(D), float32(prm.Scale), f32p(qt), int(D),
+					f32p(kt), int(D), 0, f32p(s), int(cols))
+				attBias(s, rows, cols, i0, j0, b, h, mask, prm.Causal)
+				attOnlineSoftmax(s, rows, cols, m, l, alpha)
+				for r := int64(0); r < rows; r++ {
+					if a := alpha[r]; a != 1 {
+						o := ot[r*Dv : (r+1)*Dv]
+						for j := range o {
+							o[j] *= a
+						}
+					}
+				}
+				if prm.DropoutP > 0 {
+					attDropScale(s, rows, cols, i0, j0, bh, sh, prm)
+				}
+				blasGemmSerial(false, false, int(rows), int(Dv), int(cols), float32(1), f32p(s), int(cols),
+					f32p(vt), int(Dv), 1, f32p(ot), int(Dv))
+			}
+			for r := int64(0); r < rows; r++ {
+				o := ot[r*Dv : (r+1)*Dv]
+				if l[r] == 0 || m[r] == negInf {
+					clear(o)
+					mxS[bh*sh.L+i0+r], linvS[bh*sh.L+i0+r] = negInf, 0
+					continue
+				}
+				inv := 1 / l[r]
+				for j := range o {
+					o[j] *= inv
+				}
+				mxS[bh*sh.L+i0+r], linvS[bh*sh.L+i0+r] = m[r], inv
+			}
+			attStore(out, b, h, i0, rows, ot[:rows*Dv])
+		}
+	})
+	return nil
+}
+
+// AttentionBackward writes dq, dk, dv from the output gradient dout, the forward's
+// operands, its output out and its row statistics mx and linv; the probabilities are
+// recomputed as exp(s - lse) with lse = mx - log(linv), dropout regenerated from the same
+// stream.
+func AttentionBackward(dq, dk, dv, dout, q, k, v, out, mxT, linvT Tensor, mask *Tensor, prm AttnParams) error {
+	sh, err := attCheck(q, k, v, mask)
+	if err != nil {
+		return err
+	}
+	for _, t := range []Tensor{dq, dk, dv, dout, out} {
+		if t.Dim() != 4 {
+			return fmt.Errorf("attention backward: expected 4-D gradients")
+		}
+	}
+	for _, t := range []Tensor{mxT, linvT} {
+		if t.DType != Float32 || t.Numel() != sh.B*sh.Hq*sh.L || !t.IsContiguous() {
+			return fmt.Errorf("attention backward: row statistics must be contiguous float32 [B, Hq, L]")
+		}
+	}
+	mxS, linvS := f32Of(mxT), f32Of(linvT)
+	lseS := make([]float32, len(mxS))
+	for i, m := range mxS {
+		lseS[i] = negInf
+		if m != negInf && linvS[i] > 0 {
+			lseS[i] = m - float32(math.Log(float64(linvS[i])))
+		}
+	}
+	D, Dv := sh.D, sh.Dv
+	group := sh.Hq / sh.Hkv
+	// delta = rowsum(dout * out), per query row.
+	delta := make([]float32, sh.B*sh.Hq*sh.L)
+	ParallelFor(sh.B*sh.Hq, sh.L*Dv, func(lo, hi int64) {
+		a := make([]float32, Dv)
+		c := make([]float32, Dv)
+		for bh := lo; bh < hi; bh++ {
+			b, h := bh/sh.Hq, bh%sh.Hq
+			for i := int64(0); i < sh.L; i++ {
+				attLoad(a, dout, b, h, i, 1)
+				attLoad(c, out, b, h, i, 1)
+				var s float64
+				for j := range a {
+					s += float64(a[j]) * float64(c[j])
+				}
+				delta[bh*sh.L+i] = float32(s)
+			}
+		}
+	})
+	units := sh.B * sh.Hkv
+	kBlocks := (sh.S + attBc - 1) / attBc
+	if kBlocks == 0 || units == 0 {
+		return nil // no keys: the Python side zero-fills the gradients
+	}
+	w := int64(Workers())
+	nch := int64(1)
+	if units < 2*w {
+		nch = min(kBlocks, (2*w+units-1)/units)
+	}
+	per := (kBlocks + nch - 1) / nch
+	nch = (kBlocks + per - 1) / per
+	parts := units * nch
+	qBlocks := (sh.L + attBr - 1) / attBr
+	dqAcc := make([][]float32, parts)
+	RunParts(int(parts), func(pi int) {
+		unit, ch := int64(pi)/nch, int64(pi)%nch
+		b, hk := unit/sh.Hkv, unit%sh.Hkv
+		acc := make([]float32, group*sh.L*D)
+		dqAcc[pi] = acc
+		kt, vt := make([]float32, attBc*D), make([]float32, attBc*Dv)
+		dkt, dvt := make([]float32, attBc*D), make([]float32, attBc*Dv)
+		qt, dot := make([]float32, attBr*D), make([]float32, attBr*Dv)
+		pt, dpt := make([]float32, attBr*attBc), make([]float32, attBr*attBc)
+		for kb := ch * per; kb < min(kBlocks, (ch+1)*per); kb++ {
+			j0 := kb * attBc
+			cols := min(attBc, sh.S-j0)
+			attLoad(kt, k, b, hk, j0, cols)
+			attLoad(vt, v, b, hk, j0, cols)
+			clear(dkt[:cols*D])
+			clear(dvt[:cols*Dv])
+			for g := int64(0); g < group; g++ {
+				h := hk*group + g
+				bh := b*sh.Hq + h
+				for qb := int64(0); qb < qBlocks; qb++ {
+					i0 := qb * attBr
+					rows := min(attBr, sh.L-i0)
+					if prm.Causal && j0 > i0+rows-1 {
+						continue // every score of the tile is masked
+					}
+					attLoad(qt, q, b, h, i0, rows)
+					attLoad(dot, dout, b, h, i0, rows)
+					p := pt[:rows*cols]
+					blasGemmSerial(false, true, int(rows), int(cols), int(D), float32(prm.Scale), f32p(qt), int(D),
+						f32p(kt), int(D), 0, f32p(p), int(cols))
+					attBias(p, rows, cols, i0, j0, b, h, mask, prm.Causal)
+					attProbs(p, rows, cols, lseS[bh*sh.L+i0:bh*sh.L+i0+rows])
+					dp := dpt[:rows*cols]
+					blasGemmSerial(false, true, int(rows), int(cols), int(Dv), float32(1), f32p(dot), int(Dv),
+						f32p(vt), int(Dv), 0, f32p(dp), int(cols))
+					if prm.DropoutP > 0 {
+						// dV takes the dropped, rescaled probabilities; dP flows back through
+						// the same mask and scale.
+						pd := make([]float32, len(p))
+						copy(pd, p)
+						attDropScale(pd, rows, cols, i0, j0, bh, sh, prm)
+						blasGemmSerial(true, false, int(cols), int(Dv), int(rows), float32(1), f32p(pd), int(cols),
+							f32p(dot), int(Dv), 1, f32p(dvt), int(Dv))
+						attDropScale(dp, rows, cols, i0, j0, bh, sh, prm)
+					} else {
+						blasGemmSerial(true, false, int(cols), int(Dv), int(rows), float32(1), f32p(p), int(cols),
+							f32p(dot), int(Dv), 1, f32p(dvt), int(Dv))
+					}
+					attDS(p, dp, rows, cols, delta[bh*sh.L+i0:bh*sh.L+i0+rows])
+					blasGemmSerial(false, false, int(rows), int(D), int(cols), float32(prm.Scale), f32p(p), int(cols),
+						f32p(kt), int(D), 1, f32p(acc[(g*sh.L+i0)*D:]), int(D))
+					blasGemmSerial(true, false, int(cols), int(D), int(rows), float32(prm.Scale), f32p(p), int(cols),
+						f32p(qt), int(D), 1, f32p(dkt), int(D))
+				}
+			}
+			attStore(dk, b, hk, j0, cols, dkt[:cols*D])
+			attStore(dv, b, hk, j0, cols, dvt[:cols*Dv])
+		}
+	})
+	// dq: the key chunks' partial sums, added in chunk order.
+	ParallelFor(units, int64(group)*sh.L*D*nch, func(lo, hi int64) {
+		for unit := lo; unit < hi; unit++ {
+			b, hk := unit/sh.Hkv, unit%sh.Hkv
+			sum := dqAcc[unit*nch]
+			for ch := int64(1); ch < nch; ch++ {
+				o := dqAcc[unit*nch+ch]
+				for i := range sum {
+					sum[i] += o[i]
+				}
+			}
+			for g := int64(0); g < group; g++ {
+				attStore(dq, b, hk*group+g, 0, sh.L, sum[g*sh.L*D:(g+1)*sh.L*D])
+			}
+		}
+	})
+	return nil
+}
+
+// AttentionDropoutMask writes the keep mask (bool [B,Hq,L,S], true = kept) that an attention
+// call with this stream and probability applies.
+func AttentionDropoutMask(dm Tensor, prm AttnParams) error {
+	if dm.Dim() != 4 || dm.DType != Bool || !dm.IsContiguous() {
+		return fmt.Errorf("attention dropout mask: expected a contiguous bool [B, Hq, L, S] tensor")
+	}
+	sh := attShape{B: dm.Sizes[0], Hq: dm.Sizes[1], L: dm.Sizes[2], S: dm.Sizes[3]}
+	rows := sh.B * sh.Hq * sh.L
+	ParallelFor(rows, sh.S*4, func(lo, hi int64) {
+		buf := make([]float32, sh.S)
+		for r := lo; r < hi; r++ {
+			for j := range buf {
+				buf[j] = 1
+			}
+			attDropScale(buf, 1, sh.S, r%sh.L, 0, r/sh.L, sh, prm)
+			out := unsafe.Slice((*uint8)(at(dm.Ptr, r*sh.S)), sh.S)
+			for j, x := range buf {
+				out[j] = 0
+				if x != 0 {
+					out[j] = 1
+				}
+			}
+		}
+	})
+	return nil
+}

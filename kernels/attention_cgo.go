@@ -1,0 +1,105 @@
+//go:build cgo
+
+package kernels
+
+/*
+#cgo CFLAGS: -O3
+#include <stdint.h>
+#include <string.h>
+
+// The attention tiles' row kernels in C, vectorized: the same operations as the Go loops
+// in attention_rows.go (no contraction), so both builds compute the same values.
+#pragma GCC optimize("fp-contract=off", "no-trapping-math")
+
+static inline float att_expf(float x) {
+	float lo = x < -87.3f ? 0.0f : 1.0f;
+	x = x < -87.3f ? -87.3f : x;
+	x = x > 88.3f ? 88.3f : x;
+	float k = (float)(int32_t)(x * 1.44269504f + (x < 0 ? -0.5f : 0.5f));
+	float r = x - k * 0.693359375f;
+	r -= k * -2.12194440e-4f;
+	float p = (1.0f / 720) * r + 1.0f / 120;
+	p = p * r + 1.0f / 24;
+	p = p * r + 1.0f / 6;
+	p = p * r + 0.5f;
+	p = p * r + 1;
+	p = p * r + 1;
+	int32_t e = ((int32_t)k + 127) << 23;
+	float s;
+	memcpy(&s, &e, 4);
+	return p * s * lo;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void att_exp_sub(float *row, int64_t n, float m, float *sum) {
+	float acc = 0;
+	for (int64_t j = 0; j < n; j++) {
+		float e = att_expf(row[j] - m);
+		row[j] = e;
+		acc += e;
+	}
+	*sum = acc;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static float att_rowmax(const float *row, int64_t n) {
+	float mx = -__builtin_inff();
+	for (int64_t j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+	return mx;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void att_ds(float *p, const float *dp, int64_t n, float d) {
+	for (int64_t j = 0; j < n; j++) p[j] *= dp[j] - d;
+}
+
+static void att_online_softmax(float *s, int64_t rows, int64_t cols, float *m, float *l, float *alpha) {
+	for (int64_t r = 0; r < rows; r++) {
+		float *row = s + r * cols;
+		float mx = att_rowmax(row, cols);
+		float mn = m[r] > mx ? m[r] : mx;
+		if (mn == -__builtin_inff()) {
+			memset(row, 0, cols * sizeof(float));
+			alpha[r] = 1;
+			continue;
+		}
+		float a = att_expf(m[r] - mn);
+		float sum;
+		att_exp_sub(row, cols, mn, &sum);
+		alpha[r] = a;
+		l[r] = l[r] * a + sum;
+		m[r] = mn;
+	}
+}
+
+static void att_probs(float *p, int64_t rows, int64_t cols, const float *lse) {
+	for (int64_t r = 0; r < rows; r++) {
+		float *row = p + r * cols;
+		if (lse[r] == -__builtin_inff()) {
+			memset(row, 0, cols * sizeof(float));
+			continue;
+		}
+		float sum;
+		att_exp_sub(row, cols, lse[r], &sum);
+	}
+}
+
+static void att_ds_rows(float *p, const float *dp, int64_t rows, int64_t cols, const float *delta) {
+	for (int64_t r = 0; r < rows; r++) att_ds(p + r * cols, dp + r * cols, cols, delta[r]);
+}
+*/
+import "C"
+
+func attCF(s []float32) *C.float { return (*C.float)(f32p(s)) }
+
+func attOnlineSoftmax(s []float32, rows, cols int64, m, l, alpha []float32) {
+	C.att_online_softmax(attCF(s), C.int64_t(rows), C.int64_t(cols), attCF(m), attCF(l), attCF(alpha))
+}
+
+func attProbs(p []float32, rows, cols int64, lse []float32) {
+	C.att_probs(attCF(p), C.int64_t(rows), C.int64_t(cols), attCF(lse))
+}
+
+func attDS(p, dp []float32, rows, cols int64, delta []float32) {
+	C.att_ds_rows(attCF(p), attCF(dp), C.int64_t(rows), C.int64_t(cols), attCF(delta))
+}

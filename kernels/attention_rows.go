@@ -1,0 +1,89 @@
+package kernels
+
+import "math"
+
+// Row kernels of the attention tiles shared by the cgo and pure-Go builds: the Go loops
+// (attention_nocgo.go uses them directly; attention_cgo.go runs the same arithmetic in C).
+
+// attExpf is exp in float32 for the attention tiles: 2^k * e^r with |r| <= ln2/2 and a
+// degree-6 polynomial (about 2 ulp); exp(-inf) = 0.
+func attExpf(x float32) float32 {
+	if x < -87.3 {
+		return 0
+	}
+	if x > 88.3 {
+		x = 88.3
+	}
+	k := float32(int32(x*1.44269504 + 0.5*sgn(x)))
+	r := x - k*0.693359375
+	r -= k * -2.12194440e-4
+	p := float32(1.0/720)*r + 1.0/120
+	p = p*r + 1.0/24
+	p = p*r + 1.0/6
+	p = p*r + 0.5
+	p = p*r + 1
+	p = p*r + 1
+	return p * pow2f(int32(k))
+}
+
+func sgn(x float32) float32 {
+	if x < 0 {
+		return -1
+	}
+	return 1
+}
+
+func pow2f(k int32) float32 {
+	return math.Float32frombits(uint32(k+127) << 23)
+}
+
+func attOnlineSoftmaxGo(s []float32, rows, cols int64, m, l, alpha []float32) {
+	for r := int64(0); r < rows; r++ {
+		row := s[r*cols : (r+1)*cols]
+		mx := negInf
+		for _, x := range row {
+			if x > mx {
+				mx = x
+			}
+		}
+		mn := max(m[r], mx)
+		if mn == negInf {
+			clear(row)
+			alpha[r] = 1
+			continue
+		}
+		a := attExpf(m[r] - mn)
+		var sum float32
+		for j, x := range row {
+			e := attExpf(x - mn)
+			row[j] = e
+			sum += e
+		}
+		alpha[r] = a
+		l[r] = l[r]*a + sum
+		m[r] = mn
+	}
+}
+
+func attProbsGo(p []float32, rows, cols int64, lse []float32) {
+	for r := int64(0); r < rows; r++ {
+		row := p[r*cols : (r+1)*cols]
+		if lse[r] == negInf {
+			clear(row)
+			continue
+		}
+		for j, x := range row {
+			row[j] = attExpf(x - lse[r])
+		}
+	}
+}
+
+func attDSGo(p, dp []float32, rows, cols int64, delta []float32) {
+	for r := int64(0); r < rows; r++ {
+		pr, dr := p[r*cols:(r+1)*cols], dp[r*cols:(r+1)*cols]
+		d := delta[r]
+		for j := range pr {
+			pr[j] *= dr[j] - d
+		}
+	}
+}

@@ -1,0 +1,216 @@
+"""Scaled dot-product attention on hpu: the Go flash-style kernel (kernels/attention.go)
+behind hpex FusedSDPA, the bridge's `torch.ops.hpu.sdpa_*` ops, and
+`F.scaled_dot_product_attention` for hpu tensors.
+
+The forward keeps per query row only the scores' max `m` and the inverse softmax sum `linv`
+(the bridge's recompute mode); the backward recomputes the probabilities tile by tile, so
+memory stays linear in the sequence length. Dropout masks come from a Philox stream
+(seed, offset) drawn from the hpu generator and regenerated in the backward.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch._subclasses
+
+from .. import _native
+from .random_ops import _draw
+
+_KERNEL_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def check_like_torch(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> None:
+    """Raise what F.scaled_dot_product_attention raises for these shapes and dtypes (run on
+    meta tensors: no data, torch's own checks)."""
+    def meta(t):
+        return None if t is None else torch.empty(t.shape, dtype=t.dtype, device="meta")
+    with torch.no_grad():
+        torch.nn.functional.scaled_dot_product_attention(meta(q), meta(k), meta(v), attn_mask=meta(attn_mask),
+                                                         dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                                                         enable_gqa=enable_gqa)
+
+
+def _stats_shape(q):
+    return q.shape[:-1]
+
+
+def attention_forward(q, k, v, mask, dropout_p: float, scale: float, is_causal: bool, seed: tuple[int, int]):
+    """4-D q [B,Hq,L,E], k [B,Hkv,S,E], v [B,Hkv,S,Ev], mask broadcastable to [B,Hq,L,S]
+    (bool keep or additive float) -> out [B,Hq,L,Ev], m, linv (float32 [B,Hq,L])."""
+    B, Hq, L, _ = q.shape
+    S, Ev = k.shape[2], v.shape[3]
+    out = torch.empty((B, Hq, L, Ev), dtype=q.dtype, device=q.device)
+    m = torch.empty((B, Hq, L), dtype=torch.float32, device=q.device)
+    linv = torch.empty((B, Hq, L), dtype=torch.float32, device=q.device)
+    if out.numel() == 0:
+        m.fill_(float("-inf"))
+        linv.zero_()
+        return out, m, linv
+    ts = [out, m, linv, q, k, v]
+    if mask is not None:
+        ts.append(mask.expand(B, Hq, L, S))
+    _native.run("attention_fwd", ts, (int(bool(is_causal)), seed[0], seed[1]), (float(scale), float(dropout_p)))
+    return out, m, linv
+
+
+def attention_backward(dout, q, k, v, out, m, linv, mask, dropout_p: float, scale: float, is_causal: bool,
+                       seed: tuple[int, int]):
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    if q.numel() == 0 or k.numel() == 0 or v.numel() == 0 or dout.numel() == 0:
+        return dq.zero_(), dk.zero_(), dv.zero_()
+    ts = [dq, dk, dv, dout.to(q.dtype), q, k, v, out, m.contiguous(), linv.contiguous()]
+    if mask is not None:
+        ts.append(mask.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2]))
+    _native.run("attention_bwd", ts, (int(bool(is_causal)), seed[0], seed[1]), (float(scale), float(dropout_p)))
+    return dq, dk, dv
+
+
+def dropout_mask(shape, device, dropout_p: float, seed: tuple[int, int]) -> torch.Tensor:
+    """The keep mask (bool, True = kept) that attention with this seed applied."""
+    dm = torch.empty(shape, dtype=torch.bool, device=device)
+    if dm.numel():
+        _native.run("attention_dropout_mask", [dm], (0, seed[0], seed[1]), (1.0, float(dropout_p)))
+    return dm
+
+
+def new_seed(dropout_p: float) -> tuple[int, int]:
+    return _draw(None) if dropout_p > 0 else (0, 0)
+
+
+def native_ok(*ts) -> bool:
+    """Whether the Go kernel can take these operands (real hpu float32/bfloat16 tensors of
+    one dtype; not fake or meta tensors being traced)."""
+    dt = ts[0].dtype
+    for t in ts:
+        if t is None:
+            continue
+        if t.device.type != "hpu" or t.dtype != dt or dt not in _KERNEL_DTYPES:
+            return False
+        if isinstance(t, torch._subclasses.FakeTensor) or torch._is_functional_tensor(t):
+            return False
+    return True
+
+
+class AttentionFunction(torch.autograd.Function):
+    """Attention on 4-D operands (GQA when Hq is a multiple of Hkv); returns out."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, dropout_p, is_causal, scale, seed):
+        out, m, linv = attention_forward(q, k, v, mask, dropout_p, scale, is_causal, seed)
+        ctx.save_for_backward(q, k, v, out, m, linv, mask)
+        ctx.args = (dropout_p, scale, is_causal, seed)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, m, linv, mask = ctx.saved_tensors
+        dropout_p, scale, is_causal, seed = ctx.args
+        dq, dk, dv = attention_backward(dout.contiguous(), q, k, v, out, m, linv, mask, dropout_p, scale,
+                                        is_causal, seed)
+        return dq, dk, dv, None, None, None, None, None
+
+
+def sdpa_4d(q, k, v, attn_mask, dropout_p, is_causal, scale, seed=None):
+    """Bring F.sdpa's operands (any batch dims, broadcast batches and masks) to the kernel's
+    4-D layout outside autograd (so expand/reshape get their own gradients) and run it."""
+    batch = torch.broadcast_shapes(q.shape[:-3] if q.dim() >= 4 else (), k.shape[:-3] if k.dim() >= 4 else (),
+                                   v.shape[:-3] if v.dim() >= 4 else ())
+    if q.dim() == 4 and k.dim() == 4 and v.dim() == 4:
+        B = batch[0] if batch else 1
+        q4 = q.expand(B, *q.shape[1:])
+        k4 = k.expand(B, *k.shape[1:])
+        v4 = v.expand(B, *v.shape[1:])
+        lead = None
+    else:
+        lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        q4 = q.expand(*lead, *q.shape[-2:]).reshape(1, -1, *q.shape[-2:])
+        k4 = k.expand(*lead, *k.shape[-2:]).reshape(1, -1, *k.shape[-2:])
+        v4 = v.expand(*lead, *v.shape[-2:]).reshape(1, -1, *v.shape[-2:])
+    mask = None
+    if attn_mask is not None:
+        L, S = q4.shape[2], k4.shape[2]
+        if lead is None:
+            mask = attn_mask.expand(q4.shape[0], q4.shape[1], L, S)
+        else:
+            mask = attn_mask.expand(*lead, L, S).reshape(1, -1, L, S)
+        mask = mask.detach()
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    if seed is None:
+        seed = new_seed(dropout_p)
+    out = AttentionFunction.apply(q4, k4, v4, mask, float(dropout_p), bool(is_causal), float(scale), seed)
+    if lead is not None:
+        out = out.reshape(*lead, q.shape[-2], v.shape[-1])
+    return out
+
+
+# -------------------------------------------------- F.scaled_dot_product_attention on hpu
+
+_aten_lib = torch.library.Library("aten", "IMPL")
+_SDPA = torch.ops.aten.scaled_dot_product_attention.default
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+                                 enable_gqa=False):
+    if not native_ok(query, key, value) or (attn_mask is not None and attn_mask.device.type != "hpu"):
+        # A traced (fake) or mixed call: torch's own composite (the math path).
+        return _SDPA.decompose(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+                               enable_gqa=enable_gqa)
+    check_like_torch(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    if attn_mask is not None and is_causal:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+    return sdpa_4d(query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
+for _key in ("AutogradHPU", "HPU"):
+    _aten_lib.impl("scaled_dot_product_attention", scaled_dot_product_attention, _key)
+
+
+# ------------------------------------------------------------- the bridge's sdpa ops
+
+_hpu_lib = torch.library.Library("hpu", "FRAGMENT")
+_hpu_lib.define("sdpa_recomp_fwd(Tensor q, Tensor k, Tensor v, Tensor? attention_mask, float p, float scale, "
+                "bool is_causal, bool requires_backward, str softmax_mode, Tensor? valid_seq_len, "
+                "str seq_padding_type) -> (Tensor, Tensor, Tensor, Tensor)")
+_hpu_lib.define("sdpa_recomp_bwd(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor? attention_mask, Tensor m, "
+                "Tensor linv, Tensor? seed, bool is_causal, float p, float scale, str softmax_mode, "
+                "Tensor fwd_out) -> (Tensor, Tensor, Tensor)")
+
+
+def _seed_tensor(seed, device):
+    return torch.tensor(list(seed), dtype=torch.int64).to(device)
+
+
+def sdpa_recomp_fwd(q, k, v, attention_mask, p, scale, is_causal, requires_backward, softmax_mode, valid_seq_len,
+                    seq_padding_type):
+    seed = new_seed(p)
+    with torch.no_grad():
+        out, m, linv = attention_forward(q, k, v, attention_mask, p, scale, is_causal, seed)
+    return out, m.unsqueeze(-1), linv.unsqueeze(-1), _seed_tensor(seed, q.device)
+
+
+def sdpa_recomp_bwd(grad, q, k, v, attention_mask, m, linv, seed, is_causal, p, scale, softmax_mode, fwd_out):
+    sd = tuple(int(x) for x in seed.tolist()) if seed is not None else (0, 0)
+    with torch.no_grad():
+        return attention_backward(grad.contiguous(), q, k, v, fwd_out, m.reshape(q.shape[:-1]),
+                                  linv.reshape(q.shape[:-1]), attention_mask, p, scale, is_causal, sd)
+
+
+_hpu_lib.impl("sdpa_recomp_fwd", sdpa_recomp_fwd, "HPU")
+_hpu_lib.impl("sdpa_recomp_bwd", sdpa_recomp_bwd, "HPU")
+
+
+@torch.library.register_fake("hpu::sdpa_recomp_fwd")
+def _sdpa_recomp_fwd_fake(q, k, v, attention_mask, p, scale, is_causal, requires_backward, softmax_mode,
+                          valid_seq_len, seq_padding_type):
+    st = q.new_empty((*q.shape[:-1], 1), dtype=torch.float32)
+    return (q.new_empty((*q.shape[:-1], v.shape[-1])), st, torch.empty_like(st),
+            q.new_empty((2,), dtype=torch.int64))
+
+
+@torch.library.register_fake("hpu::sdpa_recomp_bwd")
+def _sdpa_recomp_bwd_fake(grad, q, k, v, attention_mask, m, linv, seed, is_causal, p, scale, softmax_mode, fwd_out):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)

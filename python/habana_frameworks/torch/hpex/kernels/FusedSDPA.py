@@ -1,0 +1,93 @@
+"""FusedSDPA: the bridge's fused scaled dot-product attention on hpu, on the Go flash-style
+kernel (never the full score matrix; the backward recomputes the probabilities)."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from habana_frameworks.torch._ops import hpex_attention as _att
+
+
+def _recompute_default() -> bool:
+    fn = getattr(torch.hpu, "recompute_sdp_enabled", None) if hasattr(torch, "hpu") else None
+    return bool(fn()) if callable(fn) else False
+
+
+def _valid_len_mask(q, k, valid_seq_len, seq_padding_type):
+    """A bool keep mask [B,1,L,S] for causal attention over per-batch valid lengths, the
+    padding on the left or the right."""
+    B, L, S = q.shape[0], q.shape[-2], k.shape[-2]
+    dev = q.device
+    i = torch.arange(L, device=dev).view(1, L, 1)
+    j = torch.arange(S, device=dev).view(1, 1, S)
+    keep = j <= i + (S - L)  # causal, aligned at the end as for cached keys; L == S is plain tril
+    valid = valid_seq_len.to(dev).view(B, 1, 1).to(torch.int64)
+    if seq_padding_type == "left":
+        keep = keep & (j >= S - valid)
+    else:
+        keep = keep & (j < valid)
+    return keep.unsqueeze(1)
+
+
+def _probs(q, k, mask, is_causal, scale):
+    """The attention probabilities, materialised (only for return_attn_probs, inference)."""
+    hq, hk = q.shape[1], k.shape[1]
+    if q.dim() == 4 and hq != hk and hk != 1:
+        k = k.repeat_interleave(hq // hk, dim=1)
+    s = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale
+    if is_causal:
+        L, S = s.shape[-2], s.shape[-1]
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=s.device).tril(), float("-inf"))
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.float()
+    return torch.softmax(s, dim=-1).to(q.dtype)
+
+
+class FusedSDPA:
+    """`FusedSDPA.apply(...)` as in the bridge (there an autograd.Function; here the
+    gradient flows through the attention kernel's own Function)."""
+
+    @staticmethod
+    def apply(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, softmax_mode="None",
+              recompute_mode=None, valid_seq_len=None, seq_padding_type="left", return_dropout_mask=False,
+              return_attn_probs=False):
+        softmax_mode = str(softmax_mode).lower()
+        seq_padding_type = str(seq_padding_type).lower()
+        requires_backward = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+        recompute = _recompute_default() if recompute_mode is None else bool(recompute_mode)
+        if return_attn_probs:
+            assert not requires_backward, "return_attn_probs is supported only for inference mode"
+            recompute = False
+        if recompute:
+            assert not return_dropout_mask, "Return_dropout_mask is not supported in recompute mode"
+            if requires_backward and softmax_mode == "fast":
+                assert is_causal, ("Optimized softmax mode is supported in recompute training mode only in "
+                                   "causal(triangular) mask case")
+        if valid_seq_len is not None:
+            assert (not requires_backward) and is_causal and attn_mask is None, (
+                "Valid sequence length is supported only in inference with is_causal(triangular) mask case")
+        gqa = q.dim() == 4 and k.dim() == 4 and q.shape[1] != k.shape[1]
+        _att.check_like_torch(q, k, v, attn_mask, dropout_p, is_causal and valid_seq_len is None, scale, gqa)
+        if scale is None:
+            scale = 1.0 / math.sqrt(q.shape[-1])
+        mask, causal = attn_mask, is_causal
+        if valid_seq_len is not None:
+            mask, causal = _valid_len_mask(q, k, valid_seq_len, seq_padding_type), False
+        if mask is not None and q.dim() == 4 and mask.dim() == 4 and gqa and mask.shape[1] not in (1, q.shape[1]):
+            raise RuntimeError(f"FusedSDPA: mask heads {mask.shape[1]} match neither 1 nor {q.shape[1]}")
+        if not _att.native_ok(q, k, v):
+            raise RuntimeError("FusedSDPA: q, k and v must be float32 or bfloat16 hpu tensors of one dtype")
+        if mask is not None:
+            mask = mask.to(q.device)
+        seed = _att.new_seed(dropout_p)
+        out = _att.sdpa_4d(q, k, v, mask, dropout_p, causal, scale, seed)
+        extras = []
+        if return_attn_probs:
+            extras.append(_probs(q, k, mask, causal, scale))
+        if return_dropout_mask:
+            # The keep mask of the Philox stream the kernel used.
+            extras.append(_att.dropout_mask((*q.shape[:-1], k.shape[-2]), q.device, dropout_p, seed))
+        if not extras:
+            return out
+        return (out, *extras)
