@@ -47,12 +47,21 @@ def build_native(force: bool = False) -> None:
            "-Wno-deprecated-declarations"]
     for inc in cpp_extension.include_paths():
         cmd += ["-isystem", inc]
+    # hpu_hccl.cpp is also a Python module (pybind11, as torch's own extensions): Python's
+    # headers, and torch's pybind11 ABI tags so its classes are shared with torch._C.
+    import sysconfig
+    cmd += ["-isystem", sysconfig.get_paths()["include"], *_pybind11_abi_flags(cpp_extension)]
     cmd += [*GLUE_SRCS, "-o", glue, "-L", LIB, "-lhpusim"]
     for libdir in cpp_extension.library_paths():
         cmd += ["-L", libdir, f"-Wl,-rpath,{libdir}"]
-    cmd += ["-lc10", "-ltorch_cpu", "-Wl,-rpath,$ORIGIN"]
+    cmd += ["-lc10", "-ltorch_cpu", "-ltorch_python", "-Wl,-rpath,$ORIGIN"]
     _run(cmd)
     stamp.write_text(torch.__version__)
+
+
+def _pybind11_abi_flags(cpp_extension) -> list[str]:
+    """torch's pybind11 ABI defines, unquoted for a direct g++ call (torch quotes them for a shell)."""
+    return [f.replace('\\"', '"') for f in cpp_extension._get_pybind11_abi_build_flags()]
 
 
 class BuildNative(Command):

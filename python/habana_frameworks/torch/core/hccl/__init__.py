@@ -1,0 +1,1 @@
+"""Empty in the bridge too; the backend lives in habana_frameworks.torch.distributed.hccl."""

@@ -1,0 +1,1 @@
+"""habana_frameworks.torch.distributed: import `.hccl` to register the `hccl` backend."""
