@@ -39,7 +39,7 @@ var fixedWrites = map[string][]int{
 	"nonzero_count": {0}, "nonzero": {0}, "tri": {0}, "sort": {0, 1}, "topk": {0, 1},
 	"arange": {0}, "linspace": {0},
 	"rms_norm": {0, 1}, "rms_norm_bwd": {0, 1}, "attention_fwd": {0, 1, 2}, "attention_bwd": {0, 1, 2},
-	"attention_dropout_mask": {0},
+	"attention_dropout_mask": {0}, "rope": {0},
 	// Optional operand lists mix outputs with inputs (batch-norm running stats are both);
 	// every optional slot counts as written.
 	"conv2d_bwd": {-3}, "layer_norm_bwd": {-4}, "batch_norm_fwd": {0, -2}, "batch_norm_bwd": {-2},

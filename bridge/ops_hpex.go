@@ -213,3 +213,15 @@ func init() {
 		return kernels.AttentionDropoutMask(c.T[0], p)
 	})
 }
+
+// Rotary position embedding:
+//
+//	rope  T (out, x|grad, cos, sin; all [A,B,C,D], cos/sin broadcast by strides)  I (mode, backward)
+func init() {
+	Register("rope", 4, func(c *Call) error {
+		if err := needInts(c, 2); err != nil {
+			return err
+		}
+		return kernels.RotaryEmbedding(c.T[0], c.T[1], c.T[2], c.T[3], int(c.I[0]), c.I[1] != 0)
+	})
+}

@@ -200,3 +200,70 @@ def test_fused_sdpa_assertions_and_valid_seq_len():
     torch.testing.assert_close(out[:1, :, :3].cpu().double(), ref0, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(out[1:].cpu().double(), sdpa_ref(q[1:].cpu(), q[1:].cpu(), q[1:].cpu(), causal=True),
                                atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------- rotary embedding
+
+from habana_frameworks.torch.hpex.kernels import (RotaryPosEmbeddingHelperV1, RotaryPosEmbeddingHelperV2,  # noqa: E402
+                                                  RotaryPosEmbeddingHelperV3, RotaryPosEmbeddingMode,
+                                                  apply_rotary_pos_emb)
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope_tables(S, D, dtype=torch.float32):
+    inv = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
+    f = torch.outer(torch.arange(S).float(), inv)
+    emb = torch.cat((f, f), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rope_v2_position_ids_forward_backward(dtype):
+    """optimum's FusedRoPE.apply(q, cos, sin, position_ids) with [1,1,S_max,D] caches."""
+    torch.manual_seed(0)
+    B, H, S, D, Smax = 2, 3, 5, 16, 12
+    q = torch.randn(B, H, S, D, dtype=dtype)
+    cos, sin = rope_tables(Smax, D, dtype)
+    pos = torch.tensor([[0, 1, 2, 3, 4], [4, 5, 6, 7, 8]])
+    g = torch.randn(B, H, S, D, dtype=dtype)
+    qh = leaf(q, "hpu")
+    out = RotaryPosEmbeddingHelperV2.apply(qh, cos[None, None].to("hpu"), sin[None, None].to("hpu"), pos.to("hpu"))
+    out.backward(g.to("hpu"))
+    qc = leaf(q.double(), "cpu")
+    c, s = cos.double()[pos].unsqueeze(1), sin.double()[pos].unsqueeze(1)
+    ref = qc * c + rotate_half(qc) * s
+    ref.backward(g.double())
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.detach().cpu().double(), ref.detach(), **tol(dtype))
+    torch.testing.assert_close(qh.grad.cpu().double(), qc.grad, **tol(dtype))
+
+
+def test_rope_v1_offset_pairwise_and_v3():
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, 4, 8)
+    cos, sin = rope_tables(10, 8)
+    out = RotaryPosEmbeddingHelperV1.apply(q.to("hpu"), cos.to("hpu"), sin.to("hpu"), 3)
+    torch.testing.assert_close(out.cpu(), q * cos[3:7] + rotate_half(q) * sin[3:7], atol=1e-6, rtol=1e-6)
+    # PAIRWISE (GPT-J): pairs (x0, x1) -> (x0 c - x1 s, x1 c + x0 s)
+    c2, s2 = cos[:4].repeat_interleave(1, -1), sin[:4]
+    out = apply_rotary_pos_emb(q.to("hpu"), c2.to("hpu"), s2.to("hpu"), None, 0, RotaryPosEmbeddingMode.PAIRWISE)
+    x0, x1 = q[..., 0::2], q[..., 1::2]
+    ref = torch.empty_like(q)
+    ref[..., 0::2] = x0 * c2[..., 0::2] - x1 * s2[..., 0::2]
+    ref[..., 1::2] = x1 * c2[..., 1::2] + x0 * s2[..., 1::2]
+    torch.testing.assert_close(out.cpu(), ref, atol=1e-6, rtol=1e-6)
+    # ChatGLM: p [S, B, H, D], rope_cache [S, B, rot/2, 2]; the rest of the channels pass
+    S, B, H, D, rot = 4, 2, 3, 12, 8
+    p = torch.randn(S, B, H, D)
+    cache = torch.randn(S, B, rot // 2, 2)
+    out = RotaryPosEmbeddingHelperV3.apply(p.to("hpu"), cache.to("hpu"))
+    xs = p[..., :rot].reshape(S, B, H, rot // 2, 2)
+    rc = cache.view(S, B, 1, rot // 2, 2)
+    ref = torch.stack([xs[..., 0] * rc[..., 0] - xs[..., 1] * rc[..., 1],
+                       xs[..., 1] * rc[..., 0] + xs[..., 0] * rc[..., 1]], -1).flatten(3)
+    torch.testing.assert_close(out.cpu(), torch.cat((ref, p[..., rot:]), -1), atol=1e-6, rtol=1e-6)
+    assert "Tensor sin, Tensor cos" in str(torch.ops.hpu.rotary_pos_embedding.default._schema)

@@ -396,3 +396,68 @@ torch.library.register_fake("hpu::rms_norm_fast")(_rms_norm_fake)
 @torch.library.register_fake("hpu::rms_norm_backward")
 def _rms_norm_backward_fake(grad_in, data_in, gamma, inverse_rms, use_stages, bwd_mode):
     return torch.empty_like(data_in), torch.empty_like(gamma)
+
+
+# ------------------------------------------------------------ rotary position embedding
+
+_lib.define("rotary_pos_embedding(Tensor input, Tensor sin, Tensor cos, Tensor? position_ids, int offset, "
+            "int mode) -> Tensor")
+_lib.define("rotary_pos_embedding_backward(Tensor grad_in, Tensor sin, Tensor cos, Tensor? position_ids, "
+            "int offset, int mode) -> Tensor")
+
+
+def _rope_table(t: torch.Tensor, like: torch.Tensor, position_ids, offset: int) -> torch.Tensor:
+    """cos or sin as a view of like's shape: rows gathered by position_ids ([B, S] tokens
+    from a [..., S_max, D] cache), or sliced from offset along the sequence."""
+    S, D = like.shape[-2], like.shape[-1]
+    if position_ids is not None:
+        t = t.reshape(-1, t.shape[-1])[position_ids.to(t.device)]  # [B, S, D]
+        if like.dim() == 4:
+            t = t.unsqueeze(1)
+    elif offset:
+        t = t.narrow(-2, offset, S)
+    elif t.dim() >= 2 and t.shape[-2] > S:
+        t = t.narrow(-2, 0, S)
+    if t.shape[-1] != D:
+        raise RuntimeError(f"rotary_pos_embedding: cos/sin last dim {t.shape[-1]} does not match the input's {D}")
+    return t.to(like.dtype).expand(like.shape)
+
+
+def _as4(t: torch.Tensor) -> torch.Tensor:
+    while t.dim() < 4:
+        t = t.unsqueeze(0)
+    if t.dim() > 4:
+        t = t.reshape(-1, *t.shape[-3:])
+    return t
+
+
+def _rope(x, sin, cos, position_ids, offset, mode, backward):
+    _check_list("rotary_pos_embedding", [x])
+    c = _rope_table(cos, x, position_ids, offset)
+    s = _rope_table(sin, x, position_ids, offset)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if out.numel():
+        _native.run("rope", [_as4(out), _as4(x), _as4(c), _as4(s)], (int(mode), int(backward)))
+    return out
+
+
+def rotary_pos_embedding(input, sin, cos, position_ids, offset, mode):
+    return _rope(input, sin, cos, position_ids, offset, mode, False)
+
+
+def rotary_pos_embedding_backward(grad_in, sin, cos, position_ids, offset, mode):
+    return _rope(grad_in, sin, cos, position_ids, offset, mode, True)
+
+
+_lib.impl("rotary_pos_embedding", rotary_pos_embedding, "HPU")
+_lib.impl("rotary_pos_embedding_backward", rotary_pos_embedding_backward, "HPU")
+
+
+@torch.library.register_fake("hpu::rotary_pos_embedding")
+def _rope_fake(input, sin, cos, position_ids, offset, mode):
+    return torch.empty_like(input)
+
+
+@torch.library.register_fake("hpu::rotary_pos_embedding_backward")
+def _rope_bwd_fake(grad_in, sin, cos, position_ids, offset, mode):
+    return torch.empty_like(grad_in)
