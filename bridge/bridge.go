@@ -100,6 +100,12 @@ func Execute(id int, c *Call) error {
 		eng.noteRecord(time.Since(t0).Nanoseconds())
 		return err
 	}
+	if traceOn.Load() {
+		t0 := time.Now()
+		err := runKernel(op, c)
+		traceSpan(op.Name, "Kernel", "eager", t0, 0, 1)
+		return err
+	}
 	return runKernel(op, c)
 }
 

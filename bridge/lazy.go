@@ -550,6 +550,9 @@ func (e *engine) runLaunch(l launch) {
 	} else {
 		e.execute(l.g, l.p)
 	}
+	if traceOn.Load() {
+		traceSpan(fmt.Sprintf("graph #%d", l.g.seq), "Recipe", "graph launch", t0, int64(l.g.seq), len(l.g.nodes))
+	}
 	e.release(l.g)
 	e.busyNs.Add(int64(time.Since(t0)))
 	e.qmu.Lock()
@@ -612,6 +615,9 @@ func (e *engine) streamSome() bool {
 			}
 			if opTimes != nil {
 				opTimes.add(n.op.Name+" (streamed)", time.Since(t1))
+			}
+			if traceOn.Load() {
+				traceSpan(n.op.Name, "Kernel", "graph worker", t1, int64(g.seq), 1)
 			}
 		}
 		if err != nil {

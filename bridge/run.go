@@ -70,6 +70,13 @@ func (e *engine) execute(g *graph, p *plan) {
 		if opTimes != nil {
 			opTimes.add(stepName(g, nodes), time.Since(t0))
 		}
+		if traceOn.Load() {
+			cat := "Kernel"
+			if len(nodes) > 1 {
+				cat = "FusedKernel"
+			}
+			traceSpan(stepName(g, nodes), cat, "graph worker", t0, int64(g.seq), len(nodes))
+		}
 		if err != nil {
 			e.fail(g, nodes[0], fmt.Errorf("lazy graph #%d failed in op %s: %v", g.seq, g.nodes[failed].op.Name, err))
 			return
