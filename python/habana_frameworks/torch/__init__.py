@@ -26,6 +26,10 @@ from . import core, hpu  # noqa: E402,F401
 from .utils import hl_smi as _hl_smi  # noqa: E402
 
 _hl_smi.ensure_on_path()
+
+from . import activity_profiler as _activity_profiler  # noqa: E402
+
+_activity_profiler.install()
 from .utils import internal as _internal  # noqa: E402
 
 __version__ = "1.22.0.1"
