@@ -26,6 +26,11 @@ func convGeometry(in, weight Tensor, out []int64, p ConvParams) (convGeom, error
 	if g.C%g.G != 0 || g.O%g.G != 0 || int(weight.Sizes[1])*g.G != g.C {
 		return g, fmt.Errorf("weight %v does not match input %v with groups=%d", weight.Sizes, in.Sizes, g.G)
 	}
+	if g.N > 0 && g.C > 0 && (g.H == 0 || g.W == 0) {
+		// torch's own check (convolution's check_input_shape_forward); the im2col
+		// paths assume a non-empty plane
+		return g, fmt.Errorf("Only zero batch or zero channel inputs are supported, but got input shape: %v", in.Sizes)
+	}
 	g.Cg, g.Og = g.C/g.G, g.O/g.G
 	g.OH = (g.H+2*p.PadH-p.DilH*(g.KH-1)-1)/p.StrideH + 1
 	g.OW = (g.W+2*p.PadW-p.DilW*(g.KW-1)-1)/p.StrideW + 1

@@ -206,6 +206,11 @@ func im2colRows[T colElem](col, x []T, g convGeom, p ConvParams, gi, m, lo, hi i
 				src := plane[ih*g.W : (ih+1)*g.W]
 				clear(row[:wlo])
 				clear(row[whi:])
+				if whi == wlo {
+					// no column of this tap is inside the input (kernel wider than the
+					// padded row): src[wlo+off:] would lie outside the plane
+					continue
+				}
 				if p.StrideW == 1 {
 					copy(row[wlo:whi], src[wlo+off:whi+off])
 					continue
