@@ -130,7 +130,49 @@ def _overlaps_badly(out: torch.Tensor, t: torch.Tensor) -> bool:
             return False
     except Exception:
         return True
-    return not (t.data_ptr() == out.data_ptr() and t.shape == out.shape and t.stride() == out.stride())
+    if t.data_ptr() == out.data_ptr() and t.shape == out.shape and t.stride() == out.stride():
+        return False
+    # Views of one storage whose byte ranges are disjoint (a GRU's gate chunks) do not
+    # overlap; anything else goes to the CPU fallback, which raises torch's error if any.
+    return _span_overlaps(out, t)
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    lo = t.data_ptr()
+    ext = sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if n > 1)
+    return lo, lo + (ext + 1) * t.element_size()
+
+
+def _span_overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a0, a1 = _span(a)
+    b0, b1 = _span(b)
+    if not (a0 < b1 and b0 < a1):
+        return False
+    if a.shape != b.shape or a.stride() != b.stride() or a.dtype != b.dtype:
+        return True  # interleaved views of different shapes: not worth an exact answer
+    d, es = b.data_ptr() - a.data_ptr(), a.element_size()
+    if d % es:
+        return True
+    dims = sorted(((n, st) for n, st in zip(a.shape, a.stride()) if n > 1 and st > 0), key=lambda x: -x[1])
+    return _offset_hits(d // es, dims)
+
+
+def _offset_hits(d: int, dims: list, budget: list | None = None) -> bool:
+    """Whether d = sum(i_k * s_k) with |i_k| < n_k for dims [(n_k, s_k)], strides descending:
+    i.e. whether two same-shaped views d elements apart share an element (interleaved
+    chunks of one buffer, such as an RNN's gates, do not)."""
+    if budget is None:
+        budget = [64]
+    if not dims:
+        return d == 0
+    budget[0] -= 1
+    if budget[0] < 0:
+        return True  # conservative
+    (n, st), rest = dims[0], dims[1:]
+    inner = sum((m - 1) * t for m, t in rest)
+    lo = max(-(n - 1), -((inner - d) // st))  # ceil((d - inner) / st)
+    hi = min(n - 1, (d + inner) // st)
+    return any(_offset_hits(d - i * st, rest, budget) for i in range(lo, hi + 1))
 
 
 def _broadcast_shape(ins: list[torch.Tensor]) -> torch.Size:
