@@ -168,6 +168,17 @@ def check_collectives(rank: int, world: int) -> None:
             q.wait()
         same(got, data(prv, dtype, n=7, salt=71), f"isend/irecv {dtype}")
 
+    # fp8: reductions run in float32 and round once, data moves as bytes (as on Gaudi)
+    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        vals = [data(r, torch.float32, n=8, salt=80).to(dtype) for r in ranks]
+        t = vals[rank].to(HPU)
+        dist.all_reduce(t, op=R.AVG)
+        want = (sum(v.float() for v in vals) / world).to(dtype)
+        assert torch.equal(t.cpu().view(torch.uint8), want.view(torch.uint8)), f"fp8 all_reduce {dtype}"
+        out = torch.empty(8 * world, dtype=dtype, device=HPU)
+        dist.all_gather_into_tensor(out, vals[rank].to(HPU))
+        assert torch.equal(out.cpu().view(torch.uint8), torch.cat(vals).view(torch.uint8)), f"fp8 all_gather {dtype}"
+
     # batch_isend_irecv goes through the backend's coalescing
     got = torch.empty(3, device=HPU)
     ops_ = [dist.P2POp(dist.isend, torch.full((3,), float(rank), device=HPU), (rank + 1) % world),

@@ -52,9 +52,10 @@ def _run(cmd: list[str], env: dict, timeout: float = 240) -> str:
     return out
 
 
-def test_import_env_and_registration():
+def test_import_env_and_registration(tmp_path):
     """Importing the module normalises the launcher environment as the bridge does and
-    registers hccl for hpu; the deprecated alias warns and forwards."""
+    registers hccl for hpu; the deprecated alias warns and forwards; hl-smi shows the
+    process on its module while it runs."""
     code = textwrap.dedent("""
         import os, warnings
         os.environ.update(OMPI_COMM_WORLD_SIZE="4", OMPI_COMM_WORLD_RANK="3", OMPI_COMM_WORLD_LOCAL_RANK="1",
@@ -65,6 +66,13 @@ def test_import_env_and_registration():
         assert (os.environ["WORLD_SIZE"], os.environ["RANK"], os.environ["LOCAL_RANK"]) == ("4", "3", "1")
         assert os.environ["HLS_MODULE_ID"] == "6" and os.environ["ID"] == "3"
         assert (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]) == ("localhost", "12345")
+        # hl-smi lists this process on its card (module 6), among the card's compute processes
+        import subprocess, habana_frameworks.torch as ht
+        hl = os.path.join(os.path.dirname(ht.__file__), "lib", "hl-smi")
+        env = {k: v for k, v in os.environ.items() if k != "HABANA_VISIBLE_MODULES"}
+        table = subprocess.run([hl], env=dict(env, HPUSIM_DEVICE_COUNT="8"), capture_output=True, text=True).stdout
+        mine = [l for l in table.splitlines() if f" {os.getpid()} " in l]
+        assert len(mine) == 1 and mine[0].startswith("|   6") and " C " in mine[0], table
         assert hccl.initialize_distributed_hpu() == (4, 3, 1)
         assert hccl.initialize_distributed_hpu(2, 1, 0) == (2, 1, 0)
         assert (os.environ["WORLD_SIZE"], os.environ["RANK"], os.environ["LOCAL_RANK"]) == ("2", "1", "0")
@@ -95,8 +103,9 @@ def test_import_env_and_registration():
         assert torch.ops.c10d.allreduce_.default.has_kernel_for_dispatch_key("HPU")
         print("IMPORT-OK")
     """)
-    out = _run([sys.executable, "-c", code], _env())
+    out = _run([sys.executable, "-c", code], _env(HPUSIM_STATUS_DIR=str(tmp_path)))
     assert "IMPORT-OK" in out, out
+    assert not list(tmp_path.iterdir()), "the module claim outlived its process"
 
 
 def test_torchrun_ddp_fsdp():

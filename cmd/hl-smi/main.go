@@ -182,7 +182,8 @@ func kvLine(label, value string, col int) string {
 	return s + strings.Repeat(" ", max(tableWidth-1-len(s), 0)) + "|"
 }
 
-func writeTable(w io.Writer, cards []card) {
+// writeTable prints the device table; claims (device.Claims) fill its compute processes.
+func writeTable(w io.Writer, cards []card, claims []device.Claim) {
 	sep := "|-------------------------------+----------------------+----------------------|"
 	lines := []string{
 		"+" + strings.Repeat("-", tableWidth-2) + "+",
@@ -207,7 +208,20 @@ func writeTable(w io.Writer, cards []card) {
 		"|  AIP       PID   Type   Process name                             Usage      |",
 		"|=============================================================================|")
 	for _, c := range cards {
-		lines = append(lines, fmt.Sprintf("| %3d        N/A   N/A    N/A                                      N/A        |", c.index))
+		n := 0
+		for _, p := range claims {
+			if p.Module == c.module {
+				name := p.Name
+				if len(name) > 40 {
+					name = name[:37] + "..."
+				}
+				lines = append(lines, fmt.Sprintf("| %3d%11d   %-4s   %-40s %-11s|", c.index, p.PID, "C", name, "N/A"))
+				n++
+			}
+		}
+		if n == 0 {
+			lines = append(lines, fmt.Sprintf("| %3d%11s   %-4s   %-40s %-11s|", c.index, "N/A", "N/A", "N/A", "N/A"))
+		}
 	}
 	lines = append(lines, "+"+strings.Repeat("=", tableWidth-2)+"+")
 	fmt.Fprintln(w, strings.Join(lines, "\n"))
@@ -356,7 +370,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return 1
 		}
 	default:
-		writeTable(stdout, cards)
+		writeTable(stdout, cards, device.Claims(device.StatusDir(getenv)))
 	}
 	return 0
 }

@@ -52,9 +52,13 @@ static void flush_device() {
   TORCH_CHECK(hpusim_synchronize(0) == 0, last_error());
 }
 
-// The dtypes the bridge's HCCL accepts (bool travels as a byte; fp8 does not exist on hpusim).
+static bool is_fp8(at::ScalarType st) { return st == at::kFloat8_e5m2 || st == at::kFloat8_e4m3fn; }
+
+// The dtypes the bridge's HCCL accepts.
 static void check_dtype(const at::Tensor& t) {
   switch (t.scalar_type()) {
+    case at::kFloat8_e5m2:
+    case at::kFloat8_e4m3fn:
     case at::kByte:
     case at::kChar:
     case at::kDouble:
@@ -93,21 +97,32 @@ static at::Tensor cpu_alias(const at::Tensor& t) {
 enum Access { kRead = 1, kWrite = 2, kReadWrite = 3 };
 
 // What Gloo sees for one hpu tensor: the alias itself when it is contiguous, else a dense
-// copy that is written back into the alias once the collective is done.
+// copy that is written back (into `target`) once the collective is done. Gloo has no fp8:
+// as on Gaudi, fp8 bytes travel as uint8, and reductions run on a float32 copy.
 struct Staged {
-  at::Tensor alias;
-  at::Tensor buf;
+  at::Tensor alias;   // the hpu tensor's bytes, as a CPU tensor
+  at::Tensor target;  // what results are written back into (alias, or its uint8 view)
+  at::Tensor buf;     // what Gloo reads and writes
   bool write_back = false;
 };
 
-static Staged stage(const at::Tensor& t, Access access) {
+static Staged stage(const at::Tensor& t, Access access, bool reduce = false) {
   check_hpu(t);
   Staged s;
   s.alias = cpu_alias(t);
-  if (s.alias.is_contiguous()) {
-    s.buf = s.alias;
+  s.target = s.alias;
+  if (is_fp8(t.scalar_type())) {
+    if (reduce) {
+      s.buf = (access & kRead) ? s.alias.to(at::kFloat) : at::empty(s.alias.sizes(), s.alias.options().dtype(at::kFloat));
+      s.write_back = (access & kWrite) != 0;
+      return s;
+    }
+    s.target = s.alias.view(at::kByte);
+  }
+  if (s.target.is_contiguous()) {
+    s.buf = s.target;
   } else {
-    s.buf = (access & kRead) ? s.alias.contiguous() : at::empty(s.alias.sizes(), s.alias.options());
+    s.buf = (access & kRead) ? s.target.contiguous() : at::empty(s.target.sizes(), s.target.options());
     s.write_back = (access & kWrite) != 0;
   }
   return s;
@@ -115,10 +130,10 @@ static Staged stage(const at::Tensor& t, Access access) {
 
 using StagedList = std::shared_ptr<std::vector<Staged>>;
 
-static StagedList stage_all(const std::vector<at::Tensor>& ts, Access access) {
+static StagedList stage_all(const std::vector<at::Tensor>& ts, Access access, bool reduce = false) {
   auto out = std::make_shared<std::vector<Staged>>();
   out->reserve(ts.size());
-  for (const auto& t : ts) out->push_back(stage(t, access));
+  for (const auto& t : ts) out->push_back(stage(t, access, reduce));
   return out;
 }
 
@@ -131,7 +146,7 @@ static std::vector<at::Tensor> bufs(const StagedList& s) {
 
 static void write_back(const StagedList& s) {
   for (auto& x : *s) {
-    if (x.write_back) x.alias.copy_(x.buf);
+    if (x.write_back) x.target.copy_(x.buf);
   }
 }
 
@@ -385,7 +400,7 @@ class ProcessGroupHCCL : public Backend {
     TORCH_CHECK(!tensors.empty(), "hccl: all_reduce needs a tensor");
     flush_device();
     Reduction r = reduction(opts.reduceOp, tensors[0].scalar_type());
-    auto st = stage_all(tensors, kReadWrite);
+    auto st = stage_all(tensors, kReadWrite, true);
     auto b = bufs(st);
     c10d::AllreduceOptions o = opts;
     o.reduceOp = r.gloo_op;
@@ -398,7 +413,7 @@ class ProcessGroupHCCL : public Backend {
     TORCH_CHECK(!tensors.empty(), "hccl: all_reduce_coalesced needs tensors");
     flush_device();
     Reduction r = reduction(opts.reduceOp, tensors[0].scalar_type());
-    auto st = stage_all(tensors, kReadWrite);
+    auto st = stage_all(tensors, kReadWrite, true);
     auto b = bufs(st);
     c10d::AllreduceCoalescedOptions o = opts;
     o.reduceOp = r.gloo_op;
@@ -410,7 +425,7 @@ class ProcessGroupHCCL : public Backend {
     TORCH_CHECK(!tensors.empty(), "hccl: reduce needs a tensor");
     flush_device();
     Reduction r = reduction(opts.reduceOp, tensors[0].scalar_type());
-    auto st = stage_all(tensors, kReadWrite);
+    auto st = stage_all(tensors, kReadWrite, true);
     auto b = bufs(st);
     c10d::ReduceOptions o = opts;
     o.reduceOp = r.gloo_op;
@@ -489,11 +504,11 @@ class ProcessGroupHCCL : public Backend {
                 getSize(), "), got ", inputs[0].size());
     flush_device();
     Reduction r = reduction(opts.reduceOp, outputs[0].scalar_type());
-    auto out = stage_all(outputs, kWrite);
-    auto in = stage_all(inputs[0], kRead);
+    auto out = stage_all(outputs, kWrite, true);
+    auto in = stage_all(inputs[0], kRead, true);
     std::vector<at::Tensor> flat_in;
     for (auto& s : *in) {
-      TORCH_CHECK(s.buf.scalar_type() == outputs[0].scalar_type() && s.buf.numel() == outputs[0].numel(),
+      TORCH_CHECK(s.buf.scalar_type() == (*out)[0].buf.scalar_type() && s.buf.numel() == outputs[0].numel(),
                   "hccl: reduce_scatter inputs must match the output's dtype and size");
       flat_in.push_back(s.buf.reshape({-1}));
     }
@@ -509,8 +524,8 @@ class ProcessGroupHCCL : public Backend {
                                const c10d::ReduceScatterOptions& opts) override {
     flush_device();
     Reduction r = reduction(opts.reduceOp, output.scalar_type());
-    auto in = stage_all({input}, kRead);
-    auto out = stage_all({output}, kWrite);
+    auto in = stage_all({input}, kRead, true);
+    auto out = stage_all({output}, kWrite, true);
     TORCH_CHECK(input.numel() == output.numel() * getSize(),
                 "hccl: reduce_scatter_tensor input must be world_size times the output's size");
     std::function<void()> take;
@@ -524,9 +539,9 @@ class ProcessGroupHCCL : public Backend {
     TORCH_CHECK(!outputs.empty(), "hccl: reduce_scatter_tensor_coalesced needs output tensors");
     flush_device();
     Reduction r = reduction(opts.reduceOp, outputs[0].scalar_type());
-    auto in = stage_all(inputs, kRead);
+    auto in = stage_all(inputs, kRead, true);
     auto b_in = bufs(in);
-    auto out = stage_all(outputs, kWrite);
+    auto out = stage_all(outputs, kWrite, true);
     auto b_out = bufs(out);
     TORCH_CHECK(inputs.size() == outputs.size(), "hccl: reduce_scatter_tensor_coalesced needs as many inputs as outputs");
     std::vector<at::Tensor> flat_out, flat_in;
@@ -561,7 +576,7 @@ class ProcessGroupHCCL : public Backend {
     flush_device();
     auto in = stage_all(inputs, kRead);
     auto out = stage_all(outputs, kWrite);
-    auto dtype = inputs[0].scalar_type();
+    auto dtype = (*in)[0].buf.scalar_type();
     std::vector<int64_t> in_splits, out_splits;
     std::vector<at::Tensor> flat_in;
     for (auto& s : *in) {
@@ -584,7 +599,7 @@ class ProcessGroupHCCL : public Backend {
       int64_t off = 0;
       for (size_t i = 0; i < out->size(); ++i) {
         auto& s = (*out)[i];
-        s.alias.copy_(recv.narrow(0, off, out_splits[i]).view(s.alias.sizes()));
+        s.target.copy_(recv.narrow(0, off, out_splits[i]).view(s.target.sizes()));
         off += out_splits[i];
       }
     };

@@ -11,10 +11,13 @@ of the hpu tensors' host memory.
 """
 from __future__ import annotations
 
+import atexit
+import ctypes
 import ipaddress
 import os
 import socket
 from datetime import timedelta
+import warnings
 from typing import Any, Optional, Tuple
 
 import torch
@@ -70,7 +73,26 @@ def initialize_distributed_hpu(world_size: Optional[int] = None, rank: Optional[
     _setup_module_id(world_size, local_rank)
     if rank != -1:
         os.environ["ID"] = str(rank)
+    _claim_module()
     return world_size, rank, local_rank
+
+
+def _claim_module() -> None:
+    """Tell hl-smi which card this process uses (it lists it among the card's compute
+    processes); the claim goes when the process exits."""
+    try:
+        module = int(os.getenv("HLS_MODULE_ID") or 0)
+    except ValueError:
+        return
+    lib = _native.go()
+    if not getattr(lib, "_hpusim_claims_bound", False):
+        lib.hpusim_claim_module.argtypes, lib.hpusim_claim_module.restype = [ctypes.c_int], ctypes.c_int
+        lib.hpusim_release_modules.argtypes, lib.hpusim_release_modules.restype = [], ctypes.c_int
+        lib._hpusim_claims_bound = True
+        atexit.register(lib.hpusim_release_modules)
+    if lib.hpusim_claim_module(module) != 0:
+        # Only hl-smi's view depends on it: a read-only /tmp must not stop training.
+        warnings.warn(f"hccl: could not record module {module} for hl-smi: {_native.last_error()}")
 
 
 def _is_local_address(addr: str) -> bool:
