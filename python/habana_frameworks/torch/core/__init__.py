@@ -49,3 +49,5 @@ def _wrap_manual_seed() -> None:
 
 
 _wrap_manual_seed()
+
+from habana_frameworks.torch import dynamo as _dynamo  # noqa: E402,F401  (hpu_backend, at torch._dynamo's import)

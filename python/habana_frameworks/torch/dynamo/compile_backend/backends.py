@@ -1,0 +1,45 @@
+"""`hpu_backend`, registered with dynamo under its function's name, as in the bridge."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._dynamo.backends.registry import register_backend
+
+from .._env_flags import truthy
+from . import config
+from .compilers import hpu_inference_compiler, hpu_training_compiler_bw, hpu_training_compiler_fw
+from .decomposition import get_hpu_decompositions
+from .partition_fn import hpu_partition
+
+
+def import_compilers() -> None:
+    """Kept for the bridge's import line (`from ...backends import import_compilers`);
+    the compilers are imported with this module."""
+
+
+def import_hpu_partition() -> None:
+    """As import_compilers, for the partitioner."""
+
+
+@register_backend
+def hpu_backend(graph_module: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any):
+    """torch.compile(model, backend="hpu_backend", options={...}): AOT autograd over hpu's
+    compilers; `options` are keys of compile_backend.config (an unknown key raises
+    AttributeError)."""
+    if truthy(os.getenv("PT_HPU_DISALLOW_TORCH_COMPILE")):
+        raise RuntimeError("Use of torch.compile is prohibited by PT_HPU_DISALLOW_TORCH_COMPILE.")
+    options = kwargs.get("options")
+    with config.patch(options or {}):
+        patched = config.patch(options or {})
+        inference = patched(hpu_inference_compiler) if config.inference else patched(hpu_training_compiler_bw)
+        return aot_autograd(
+            fw_compiler=patched(hpu_training_compiler_fw),
+            bw_compiler=patched(hpu_training_compiler_bw),
+            inference_compiler=inference,
+            decompositions=get_hpu_decompositions(),
+            keep_inference_input_mutations=config.keep_input_mutations,
+            partition_fn=hpu_partition,
+        )(graph_module, example_inputs)

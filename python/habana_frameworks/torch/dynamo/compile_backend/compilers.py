@@ -1,0 +1,78 @@
+"""The compilers AOT autograd calls for hpu_backend: forward and backward of training
+graphs, and inference graphs. Each runs the pass pipeline over the aten FX graph (placement,
+partitioning, one recipe runner per cluster) and returns a boxed callable (one list
+argument, `_boxed_call = True`), as the bridge does, so AOT can free inputs early."""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from typing import Any, Callable
+
+import torch
+
+from ...utils import internal as _internal
+from . import graph_dump
+from .logger import logger
+from .passes import PassContext, run_passes
+from .recipe_compiler import _count
+
+_graph_ids = itertools.count()
+_lazy_warned = threading.Event()
+
+
+def _is_dynamic(gm: torch.fx.GraphModule) -> bool:
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt):
+            return True
+        if isinstance(val, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in val.shape):
+            return True
+    return False
+
+
+def _boxed(fn: Callable[..., Any]) -> Callable[[list], Any]:
+    def run(args: list):
+        inputs = tuple(args)
+        args.clear()  # the graph owns its inputs now; AOT's list no longer keeps them alive
+        return fn(*inputs)
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
+def hpu_compiler_inner(gm: torch.fx.GraphModule, example_inputs: list[Any], is_training: bool,
+                       is_backward: bool) -> Callable[[list], Any]:
+    graph_name = f"fx_graph_{next(_graph_ids):04d}"
+    if _internal.is_lazy():
+        # hpu_backend is not supported in lazy mode (the bridge's support matrix): the
+        # aten graph runs as recorded lazy ops, without placement or recipes.
+        if not _lazy_warned.is_set():
+            _lazy_warned.set()
+            logger.warn("torch.compile with hpu_backend is not supported in lazy mode (PT_HPU_LAZY_MODE=1); "
+                        "%s runs as lazy ops", graph_name)
+        return _boxed(gm.forward)
+    t0 = time.perf_counter()
+    ctx = PassContext(gm, list(example_inputs), graph_name, is_training, is_backward, _is_dynamic(gm))
+    graph_dump.dump(gm, graph_name, "PrePasses")
+    run_passes(ctx)
+    graph_dump.dump(ctx.graph_module, graph_name, "PostPasses")
+    _count("graphs")
+    logger.info("%s compiled (%s%s): %d clusters, %s, %.3f s", graph_name,
+                "training" if is_training else "inference", " backward" if is_backward else "",
+                len(ctx.clusters), ctx.placement_counts, time.perf_counter() - t0)
+    return _boxed(ctx.graph_module.forward)
+
+
+def hpu_training_compiler_fw(gm: torch.fx.GraphModule, example_inputs: list[Any]):
+    return hpu_compiler_inner(gm, example_inputs, is_training=True, is_backward=False)
+
+
+def hpu_training_compiler_bw(gm: torch.fx.GraphModule, example_inputs: list[Any]):
+    return hpu_compiler_inner(gm, example_inputs, is_training=True, is_backward=True)
+
+
+def hpu_inference_compiler(gm: torch.fx.GraphModule, example_inputs: list[Any]):
+    return hpu_compiler_inner(gm, example_inputs, is_training=False, is_backward=False)

@@ -1,0 +1,162 @@
+"""Run time of one `hpu_cluster`: the fused FX submodule the partitioner made, lowered once
+into a Go recipe and then launched with one crossing into Go per call.
+
+The lowering is `habana_frameworks.torch._recipe` (the Go recipe runtime lazy mode's graphs
+use): the first call with real inputs captures the cluster into a recipe and returns its
+outputs; later calls with inputs of the same shapes, dtypes and strides run the recipe.
+New shapes/strides (dynamic graphs, force_static_compile) capture a recipe per input
+signature. A cluster that cannot be captured (a CPU fallback inside, a host read, a
+data-dependent shape) runs op by op through its FX submodule from then on, and says so in
+the PT_COMPILE log. So does every cluster when the runtime is missing or recipes are off
+(`use_compiled_recipes` / PT_HPU_COMPILE_USE_RECIPES=0)."""
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Sequence
+
+import torch
+
+from .logger import logger
+
+try:
+    from ... import _recipe  # type: ignore[attr-defined]
+except ImportError:  # the Go recipe runtime is not in this build
+    _recipe = None
+
+_stats_lock = threading.Lock()
+# Counters of the compile path (see stats()).
+_stats: collections.Counter[str] = collections.Counter()
+
+
+def stats() -> dict[str, int]:
+    """clusters: clusters built; recipe_compilations: recipes captured; recipe_hits: calls
+    served by a cached recipe; eager_clusters: clusters (per input signature) running op by
+    op; eager_cluster_calls: calls that did."""
+    with _stats_lock:
+        return dict(_stats)
+
+
+def _count(key: str, n: int = 1) -> None:
+    with _stats_lock:
+        _stats[key] += n
+
+
+def recipes_available() -> bool:
+    return _recipe is not None
+
+
+def signature(inputs: Sequence[Any]) -> tuple:
+    """What a recipe is specialised on: each tensor's shape, strides, offset, dtype and
+    device; other inputs (symbolic sizes, scalars) by value."""
+    sig = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            sig.append((tuple(x.shape), x.stride(), x.storage_offset(), x.dtype, x.device))
+        else:
+            sig.append(x)
+    return tuple(sig)
+
+
+class ClusterError(RuntimeError):
+    """A failure inside a compiled cluster, naming the op (the original error is chained)."""
+
+
+_EAGER = object()  # marks a signature whose cluster runs op by op
+
+
+class ClusterRunner:
+    """Callable that replaces a `fused_N` call in the compiled graph."""
+
+    is_hpu_cluster = True
+
+    def __init__(self, name: str, graph_name: str, submodule: torch.fx.GraphModule, use_recipes: bool):
+        self.name = name
+        self.graph_name = graph_name
+        self.__name__ = f"{graph_name}_{name}"  # how FX names it in the generated code
+        self.submodule = submodule
+        self.use_recipes = use_recipes and _recipe is not None
+        self.num_ops = sum(1 for n in submodule.graph.nodes if n.op == "call_function")
+        self._recipe = None  # the last recipe used, tried first
+        self._sig: tuple | None = None
+        self._by_sig: dict[tuple, Any] = {}
+        _count("clusters")
+
+    def __repr__(self) -> str:
+        return f"ClusterRunner({self.graph_name}.{self.name}, {self.num_ops} ops)"
+
+    def __call__(self, *inputs):
+        rec = self._recipe
+        if rec is not None:
+            try:
+                out = rec.run(inputs)
+            except ValueError:
+                if signature(inputs) == self._sig:
+                    raise
+            else:
+                _count("recipe_hits")
+                return out
+        return self._dispatch(inputs)
+
+    def _dispatch(self, inputs: tuple):
+        if not self.use_recipes:
+            return self.run_fx(inputs)
+        sig = signature(inputs)
+        cached = self._by_sig.get(sig)
+        if cached is _EAGER:
+            return self.run_fx(inputs)
+        if cached is not None:
+            self._recipe, self._sig = cached, sig
+            _count("recipe_hits")
+            return cached.run(inputs)
+        return self._capture(sig, inputs)
+
+    def _capture(self, sig: tuple, inputs: tuple):
+        try:
+            rec, outs = _recipe.capture(self.submodule, list(inputs))
+        except _recipe.NotCapturable as e:
+            logger.info("%s %s: not captured into a recipe (%s); its %d ops run eagerly",
+                        self.graph_name, self.name, e, self.num_ops)
+            self._by_sig[sig] = _EAGER
+            _count("eager_clusters")
+            return self.run_fx(inputs)
+        self._by_sig[sig] = rec
+        self._recipe, self._sig = rec, sig
+        _count("recipe_compilations")
+        logger.debug("%s %s: recipe compiled for %d ops", self.graph_name, self.name, self.num_ops)
+        return outs
+
+    def run_fx(self, inputs: Sequence[Any]):
+        """Run the cluster op by op; a failure is re-raised naming the op that failed."""
+        _count("eager_cluster_calls")
+        env: dict[torch.fx.Node, Any] = {}
+        it = iter(inputs)
+        result = None
+        for node in self.submodule.graph.nodes:
+            if node.op == "placeholder":
+                env[node] = next(it)
+            elif node.op == "call_function":
+                args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), env.__getitem__)
+                try:
+                    env[node] = node.target(*args, **kwargs)
+                except Exception as e:
+                    raise _named_error(e, node, self) from e
+            elif node.op == "output":
+                result = torch.fx.node.map_arg(node.args[0], env.__getitem__)
+            else:  # get_attr (constants lifted into the submodule)
+                env[node] = _fetch_attr(self.submodule, node.target)
+        return result
+
+
+def _fetch_attr(mod: torch.nn.Module, target: str):
+    for part in target.split("."):
+        mod = getattr(mod, part)
+    return mod
+
+
+def _named_error(e: Exception, node: torch.fx.Node, runner: ClusterRunner) -> Exception:
+    msg = f"{e}\n(hpu_backend: while running {node.target} (node {node.name}) in {runner.graph_name}.{runner.name})"
+    try:
+        return type(e)(msg)
+    except Exception:
+        return ClusterError(msg)
