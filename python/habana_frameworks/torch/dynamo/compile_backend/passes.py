@@ -104,15 +104,128 @@ def _partitioner(gm: torch.fx.GraphModule) -> CapabilityBasedPartitioner:
     return CapabilityBasedPartitioner(gm, _ClusterSupport(), allows_single_node_partition=True)
 
 
+def _writes_input(node: torch.fx.Node) -> bool:
+    """An epilogue copy_ of AOT's functionalised graph: writes a graph input in place."""
+    return (node.op == "call_function" and node.target is torch.ops.aten.copy_.default
+            and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder")
+
+
+def _unit_order(nodes: list[torch.fx.Node], unit_of: dict[torch.fx.Node, Any], key: dict[Any, int]) -> list[Any]:
+    """Units (a partition or a single node) in dependency order, ties broken by `key`
+    (the original position; a partition's last member): the order the graph runs them."""
+    import heapq
+
+    deps: dict[Any, set] = {u: set() for u in key}
+    users: dict[Any, set] = {u: set() for u in key}
+    for n in nodes:
+        u = unit_of[n]
+        for a in n.all_input_nodes:
+            ua = unit_of[a]
+            if ua != u and ua not in deps[u]:
+                deps[u].add(ua)
+                users[ua].add(u)
+    ready = [(key[u], i, u) for i, u in enumerate(key) if not deps[u]]
+    heapq.heapify(ready)
+    ids = {u: i for i, u in enumerate(key)}
+    order = []
+    while ready:
+        _, _, u = heapq.heappop(ready)
+        order.append(u)
+        for v in users[u]:
+            deps[v].discard(u)
+            if not deps[v]:
+                heapq.heappush(ready, (key[v], ids[v], v))
+    return order
+
+
+def _units(gm: torch.fx.GraphModule, partitions: list[Any]):
+    nodes = list(gm.graph.nodes)
+    idx = {n: i for i, n in enumerate(nodes)}
+    unit_of: dict[torch.fx.Node, Any] = {n: n for n in nodes}
+    key: dict[Any, int] = {n: (len(nodes) if n.op == "output" else idx[n]) for n in nodes}
+    for i, p in enumerate(partitions):
+        for n in p.nodes:
+            unit_of[n] = ("partition", i)
+            key.pop(n, None)
+        key[("partition", i)] = max(idx[n] for n in p.nodes)
+    return nodes, unit_of, key
+
+
+def _readers(node: torch.fx.Node) -> set[torch.fx.Node]:
+    """Nodes reading `node`'s storage: its users, and the users of views of it."""
+    seen: set[torch.fx.Node] = set()
+    todo = list(node.users)
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if _is_view(n) or n.target is operator.getitem:
+            todo.extend(n.users)
+    return seen
+
+
+def _input_write_hazards(gm: torch.fx.GraphModule, partitions: list[Any]) -> list[torch.fx.Node]:
+    """Input writes (copy_ into a graph input) that a cluster would run before another
+    unit still reading that input's old value; such a copy_ must run eagerly."""
+    nodes, unit_of, key = _units(gm, partitions)
+    pos = {u: i for i, u in enumerate(_unit_order(nodes, unit_of, key))}
+    bad = []
+    for w in nodes:
+        if not _writes_input(w) or not isinstance(unit_of[w], tuple):
+            continue
+        if any(unit_of[r] != unit_of[w] and pos[unit_of[r]] > pos[unit_of[w]] for r in _readers(w.args[0])):
+            bad.append(w)
+    return bad
+
+
 def pass_propose_partitions(ctx: PassContext) -> bool:
-    ctx.partitions = _partitioner(ctx.graph_module).propose_partitions()
+    for _ in range(8):
+        ctx.partitions = _partitioner(ctx.graph_module).propose_partitions()
+        bad = _input_write_hazards(ctx.graph_module, ctx.partitions)
+        if not bad:
+            break
+        for w in bad:
+            w.meta["placement"] = EAGER
+            w.meta["eager_reason"] = "input write ordered after a reader outside its cluster"
     return bool(ctx.partitions)
 
 
 def pass_fuse_partitions(ctx: PassContext) -> bool:
+    """Fuse each partition into a `fused_N` submodule, then put the graph back in program
+    order: torch's fuser only keeps data dependencies, but input writes (copy_ into
+    inputs) must stay after every read of the old value, and a cluster with no outputs
+    must still run before the graph returns."""
     if not ctx.partitions:
         return False
-    ctx.graph_module = _partitioner(ctx.graph_module).fuse_partitions(ctx.partitions, prefix="fused_")
+    gm = ctx.graph_module
+    nodes, unit_of, key = _units(gm, ctx.partitions)
+    fused_key = {f"fused_{i}": key[("partition", i)] for i in range(len(ctx.partitions))}
+    gm = _partitioner(gm).fuse_partitions(ctx.partitions, prefix="fused_")
+    new_nodes = list(gm.graph.nodes)
+    new_key: dict[Any, int] = {}
+    for n in new_nodes:
+        if n.op == "call_module" and n.target in fused_key:
+            new_key[n] = fused_key[n.target]
+        elif n.op == "output":
+            new_key[n] = len(nodes)
+        else:
+            new_key[n] = key.get(n, -1)  # nodes outside partitions are the original Node objects
+    order = _unit_order(new_nodes, {n: n for n in new_nodes}, new_key)
+    out = next(n for n in new_nodes if n.op == "output")
+    for n in order:
+        if n is not out:
+            out.prepend(n)
+    for n in new_nodes:
+        if n.op == "call_module" and n.target in fused_key:
+            sub = gm.get_submodule(n.target)
+            sub_out = next(m for m in sub.graph.nodes if m.op == "output")
+            for m in [m for m in sub.graph.nodes if _writes_input(m) and not m.users]:
+                sub_out.prepend(m)
+            sub.recompile()
+    gm.graph.lint()
+    gm.recompile()
+    ctx.graph_module = gm
     return True
 
 

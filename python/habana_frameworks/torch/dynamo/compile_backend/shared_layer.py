@@ -47,8 +47,11 @@ def serves_natively(op: OpOverload) -> bool:
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     if has(name, "HPU"):
         return name not in _ROUTED_TO_FALLBACK
-    return (has(name, "CompositeExplicitAutograd") or has(name, "CompositeExplicitAutogradNonFunctional")
-            or has(name, "CompositeImplicitAutograd"))
+    if has(name, "CompositeExplicitAutogradNonFunctional"):
+        # A structured op's functional/in-place form, which calls its out= form.
+        out = getattr(op._overloadpacket, "out", None)
+        return out is not None and registry.is_native(out)
+    return has(name, "CompositeExplicitAutograd") or has(name, "CompositeImplicitAutograd")
 
 
 def is_random(op: OpOverload) -> bool:

@@ -1,0 +1,364 @@
+"""torch.compile(backend="hpu_backend"): registration, the compiled reference models and
+training steps against the CPU, what a compiled region may contain (CPU-fallback ops,
+graph breaks, in-place updates of inputs, random ops, autocast, new shapes), bad input,
+and the backend's flags, logs and dumps."""
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import habana_frameworks.torch.core as htcore  # noqa: F401
+from habana_frameworks.torch.dynamo.compile_backend import config as hpu_config
+from habana_frameworks.torch.dynamo.compile_backend import recipe_compiler
+from hpusim_models import build, make_batches
+from hpusim_models.models import TinyTransformerLM
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _compile(fn, **kw):
+    return torch.compile(fn, backend="hpu_backend", **kw)
+
+
+def _stat(key: str) -> int:
+    return recipe_compiler.stats().get(key, 0)
+
+
+def _run_py(code: str, **env) -> subprocess.CompletedProcess:
+    e = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), **env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=300)
+
+
+# ---- registration ---------------------------------------------------------------------
+
+def test_import_torch_alone_registers_hpu_backend():
+    r = _run_py("import torch, sys\n"
+                "assert 'hpu_backend' in torch._dynamo.list_backends(), torch._dynamo.list_backends()\n"
+                "f = torch.compile(lambda x: (x * 2).relu(), backend='hpu_backend')\n"
+                "x = torch.randn(4, device='hpu')\n"
+                "assert torch.equal(f(x).cpu(), (x.cpu() * 2).relu())\n"
+                "from habana_frameworks.torch.dynamo.compile_backend.backends import hpu_backend\n"
+                "from torch._dynamo.device_interface import get_interface_for_device\n"
+                "print(get_interface_for_device('hpu').__name__)\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "HpuInterface"
+
+
+def test_unknown_option_is_an_attribute_error():
+    f = _compile(lambda x: x + 1, options={"no_such_option": True})
+    with pytest.raises(Exception) as ei:
+        f(torch.ones(2, device="hpu"))
+    # dynamo wraps a backend's exception in BackendCompilerFailed, as on Gaudi.
+    assert isinstance(getattr(ei.value, "inner_exception", ei.value), AttributeError)
+    assert "no_such_option does not exist" in str(ei.value)
+
+
+def test_config_options_and_env_names():
+    assert hpu_config.keep_input_mutations is True
+    assert hpu_config.configuration_flags["force_static_compile"] is False
+    with hpu_config.patch({"force_static_compile": True}):
+        assert hpu_config.configuration_flags["force_static_compile"] is True
+    assert hpu_config.force_static_compile is False
+    r = _run_py("import habana_frameworks.torch.dynamo.compile_backend.config as c; print(c.inference)",
+                PT_HPU_USE_INFERENCE_COMPILER="0")
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
+    r = _run_py("import habana_frameworks.torch.dynamo.compile_backend.config", PT_HPU_USE_EAGER_FALLBACK="maybe")
+    assert r.returncode != 0 and "Unrecognized boolean value in env config" in r.stderr
+
+
+def test_disallow_torch_compile(monkeypatch):
+    monkeypatch.setenv("PT_HPU_DISALLOW_TORCH_COMPILE", "1")
+    f = _compile(lambda x: x + 1)
+    with pytest.raises(Exception, match="Use of torch.compile is prohibited by PT_HPU_DISALLOW_TORCH_COMPILE"):
+        f(torch.ones(2, device="hpu"))
+
+
+# ---- the reference models -------------------------------------------------------------
+
+def _loss(model: nn.Module, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    if isinstance(model, TinyTransformerLM):
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    return F.cross_entropy(logits, targets)
+
+
+def _train(model: nn.Module, forward, batches, device: str, steps_compiled=None) -> list[float]:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for x, y in batches:
+        x, y = x.to(device), y.to(device)
+        if steps_compiled is not None:
+            losses.append(steps_compiled(x, y).item())
+            continue
+        opt.zero_grad(set_to_none=True)
+        loss = _loss(model, forward(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+# Per-step loss tolerance against the CPU (rtol): as the eager reference-model tests allow
+# (the CNN's max-pool near-ties make its trajectory separate slowly; see test_reference_models).
+_TOL = {"mlp": 1e-5, "cnn": 2e-2, "transformer": 1e-5}
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer"])
+def test_reference_model_compiled_trains_as_cpu(name, fallback_counter):
+    """The MNIST `train_function` pattern: model compiled, loss/backward/optimizer eager."""
+    torch.set_num_threads(1)
+    batches = make_batches(name, 16, 4, seed=1)
+    cpu_model = build(name, seed=3, dropout=0.0 if name == "transformer" else None)
+    hpu_model = copy.deepcopy(cpu_model).to("hpu")
+    cpu_losses = _train(cpu_model, cpu_model, batches, "cpu")
+    compiled = _compile(hpu_model)
+    hpu_losses = _train(hpu_model, compiled, batches, "hpu")
+    assert hpu_losses == pytest.approx(cpu_losses, rel=_TOL[name], abs=1e-6)
+    # Parameters: atol 5e-5 because AdamW turns rounding noise in near-zero gradients (the
+    # attention's key bias, whose exact gradient is 0) into steps of about lr.
+    for (pn, p_cpu), p_hpu in zip(cpu_model.named_parameters(), hpu_model.parameters()):
+        torch.testing.assert_close(p_hpu.cpu(), p_cpu, rtol=_TOL[name] * 10, atol=5e-5, msg=lambda m, pn=pn: f"{pn}: {m}")
+    assert not fallback_counter(), fallback_counter()
+    # Eval mode, no grad: the inference compiler; output equals the CPU's with the same weights.
+    x = batches[0][0]
+    hpu_model.eval()
+    same_on_cpu = copy.deepcopy(hpu_model).cpu()
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x.to("hpu")).cpu(), same_on_cpu(x), rtol=1e-4, atol=1e-5)
+
+
+def test_whole_training_step_compiled_including_optimizer_step():
+    """torch.compile(train_step) with zero_grad, forward, backward and optimizer.step()
+    inside: graph breaks at backward, the optimizer's in-place updates land in the real
+    parameters and momentum buffers."""
+    torch.set_num_threads(1)
+    batches = make_batches("mlp", 16, 4, seed=2)
+    ref = build("mlp", seed=4)
+    hpu_model = copy.deepcopy(ref).to("hpu")
+    opt = torch.optim.SGD(hpu_model.parameters(), lr=1e-2, momentum=0.9)
+
+    def train_step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(hpu_model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = _compile(train_step)
+    hpu_losses = [step(x.to("hpu"), y.to("hpu")).item() for x, y in batches]
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=1e-2, momentum=0.9)
+    cpu_losses = []
+    for x, y in batches:
+        ref_opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(ref(x), y)
+        loss.backward()
+        ref_opt.step()
+        cpu_losses.append(loss.item())
+    assert hpu_losses == pytest.approx(cpu_losses, rel=1e-5, abs=1e-6)
+    for p_ref, p_hpu in zip(ref.parameters(), hpu_model.parameters()):
+        torch.testing.assert_close(p_hpu.cpu(), p_ref, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(opt.state[p_hpu]["momentum_buffer"].cpu(),
+                                   ref_opt.state[p_ref]["momentum_buffer"], rtol=1e-4, atol=1e-6)
+
+
+# ---- what a compiled region can contain ------------------------------------------------
+
+def test_cpu_fallback_op_runs_eagerly_inside_the_graph(fallback_counter):
+    # cumprod has no native kernel: an eager node between two clusters, counted as the
+    # bridge's CPU fallback.
+    def f(x):
+        return (torch.cumprod(x.exp(), dim=1) * 2).sum(1)
+
+    x = torch.rand(3, 5)
+    out = _compile(f)(x.to("hpu"))
+    torch.testing.assert_close(out.cpu(), f(x))
+    assert fallback_counter().get("aten::cumprod", 0) >= 1
+
+
+def test_use_eager_fallback_off_asserts():
+    f = _compile(lambda x: torch.cumprod(x, 0) + 1, options={"use_eager_fallback": False})
+    with pytest.raises(Exception, match="Eager fallback in nodes"):
+        f(torch.rand(4, device="hpu"))
+
+
+def test_graph_break_runs_the_rest_eagerly():
+    def f(x):
+        y = x.sin() * 2
+        torch._dynamo.graph_break()
+        return y.cos() + x
+
+    x = torch.randn(6)
+    graphs = _stat("graphs")
+    torch.testing.assert_close(_compile(f)(x.to("hpu")).cpu(), f(x))
+    assert _stat("graphs") - graphs == 2
+
+
+def test_inplace_updates_of_inputs_land_in_their_storage():
+    def f(x, buf):
+        buf.mul_(0.9).add_(x, alpha=0.1)   # running-average style update of a buffer
+        x[1:3].copy_(torch.ones(2, x.shape[1], device=x.device))  # copy_ into a view of an input
+        return buf.sum()
+
+    x, buf = torch.randn(4, 3), torch.randn(4, 3)
+    hx, hbuf = x.to("hpu"), buf.to("hpu")
+    data_ptr = hbuf.data_ptr()
+    s = _compile(f)(hx, hbuf)
+    ref = f(x, buf)
+    torch.testing.assert_close(s.cpu(), ref)
+    torch.testing.assert_close(hbuf.cpu(), buf)
+    torch.testing.assert_close(hx.cpu(), x)
+    assert hbuf.data_ptr() == data_ptr
+
+
+def test_batchnorm_running_stats_updated_by_compiled_forward():
+    bn = nn.BatchNorm2d(3)
+    h = copy.deepcopy(bn).to("hpu")
+    c = _compile(h)
+    for seed in range(2):
+        x = torch.randn(4, 3, 5, 5, generator=torch.Generator().manual_seed(seed))
+        torch.testing.assert_close(c(x.to("hpu")).cpu(), bn(x), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(h.running_mean.cpu(), bn.running_mean)
+    torch.testing.assert_close(h.running_var.cpu(), bn.running_var)
+    assert int(h.num_batches_tracked) == 2
+
+
+def test_dropout_keeps_manual_seed_semantics():
+    def f(x):
+        return F.dropout(x * 3, p=0.5, training=True)
+
+    x = torch.randn(64, device="hpu")
+    torch.hpu.manual_seed(123)
+    eager = f(x).cpu()
+    compiled = _compile(f)
+    torch.hpu.manual_seed(123)
+    first = compiled(x).cpu()
+    second = compiled(x).cpu()
+    torch.testing.assert_close(first, eager)
+    assert not torch.equal(first, second)  # the generator advances between calls
+    torch.hpu.manual_seed(123)
+    torch.testing.assert_close(compiled(x).cpu(), eager)
+
+
+def test_autocast_bf16_inside_a_compiled_region_casts_as_eager():
+    def f(a, b):
+        with torch.autocast("hpu", dtype=torch.bfloat16):
+            c = a @ b
+            return c, c.softmax(-1)
+
+    a, b = torch.randn(8, 16, device="hpu"), torch.randn(16, 4, device="hpu")
+    e1, e2 = f(a, b)
+    c1, c2 = _compile(f)(a, b)
+    assert c1.dtype == e1.dtype == torch.bfloat16 and c2.dtype == e2.dtype
+    torch.testing.assert_close(c1.cpu(), e1.cpu())
+    torch.testing.assert_close(c2.cpu(), e2.cpu())
+
+
+def test_new_shape_recompiles_and_dynamic_true_works():
+    def f(x, w):
+        return torch.relu(x @ w).sum(0)
+
+    w = torch.randn(5, 3)
+    graphs = _stat("graphs")
+    c = _compile(f, dynamic=False)
+    for n in (2, 7, 4):
+        x = torch.randn(n, 5)
+        torch.testing.assert_close(c(x.to("hpu"), w.to("hpu")).cpu(), f(x, w))
+    assert _stat("graphs") - graphs == 3  # one graph per shape (static)
+    torch._dynamo.reset()
+    graphs = _stat("graphs")
+    d = _compile(f, dynamic=True)
+    for n in (2, 7, 4):
+        x = torch.randn(n, 5)
+        torch.testing.assert_close(d(x.to("hpu"), w.to("hpu")).cpu(), f(x, w))
+    assert _stat("graphs") - graphs == 1  # one symbolic graph
+
+
+def test_mark_dynamic_with_force_static_compile():
+    def f(x):
+        return (x * x).sum(-1)
+
+    c = _compile(f, options={"force_static_compile": True})
+    for n in (3, 6):
+        x = torch.randn(n, 4)
+        hx = x.to("hpu")
+        torch._dynamo.mark_dynamic(hx, 0)
+        torch.testing.assert_close(c(hx).cpu(), f(x))
+
+
+# ---- bad input -------------------------------------------------------------------------
+
+def test_bad_input_raises_at_the_call_naming_the_op_and_the_process_keeps_working():
+    def f(a, b):
+        return torch.mm(a, b) + 1
+
+    c = _compile(f)
+    a = torch.randn(2, 3, device="hpu")
+    c(a, torch.randn(3, 4, device="hpu"))
+    with pytest.raises(RuntimeError, match="mm"):
+        c(a, torch.randn(5, 4, device="hpu"))
+    torch.testing.assert_close(c(a, torch.ones(3, 4, device="hpu")).cpu(), a.cpu() @ torch.ones(3, 4) + 1)
+
+
+def test_failing_op_in_a_cluster_names_it():
+    # Device-side failures surface from the cluster naming the aten op.
+    def f(x, idx):
+        return torch.gather(x * 2, 0, idx) + 1
+
+    x = torch.randn(4, device="hpu")
+    c = _compile(f)
+    c(x, torch.tensor([0, 1], device="hpu"))
+    with pytest.raises(RuntimeError, match="gather"):
+        c(x, torch.tensor([0, 9], device="hpu"))
+    torch.testing.assert_close(c(x, torch.tensor([3, 1], device="hpu")).cpu(),
+                               (x.cpu() * 2)[[3, 1]] + 1)
+
+
+# ---- observability ---------------------------------------------------------------------
+
+def test_pt_compile_logs_and_graph_dumps(monkeypatch, tmp_path, capfd):
+    monkeypatch.setenv("ENABLE_CONSOLE", "true")
+    monkeypatch.setenv("LOG_LEVEL_PT_PYTHON", "2")
+    monkeypatch.setenv("GRAPH_VISUALIZATION", "1")
+    monkeypatch.setenv("PT_HPU_GRAPH_DUMP_PREFIX", str(tmp_path))
+    out = _compile(lambda x: torch.cumprod(x.sin(), 0).cos())(torch.randn(5, device="hpu"))
+    assert out.shape == (5,)
+    err = capfd.readouterr().err
+    assert "[PT_COMPILE] Node placement. Node: sin op: call_function placement: hpu_cluster target: aten.sin.default" in err
+    assert "placement: eager target: aten.cumprod.default" in err
+    assert "[PT_COMPILE] INFO: Number of subgraphs created:" in err
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert any(n.endswith("-PrePasses.dot") for n in names) and any(n.endswith("-PostPasses.dot") for n in names)
+
+
+def test_disable_pass_by_env(monkeypatch):
+    # Without placement every node runs eagerly: still correct, no clusters.
+    monkeypatch.setenv("PT_HPU_DISABLE_pass_mark_placement", "1")
+    clusters = _stat("clusters")
+    x = torch.randn(5)
+    torch.testing.assert_close(_compile(lambda t: t.sin() + 1)(x.to("hpu")).cpu(), x.sin() + 1)
+    assert _stat("clusters") == clusters
+
+
+def test_lazy_mode_runs_compiled_graphs_as_lazy_ops():
+    r = _run_py("import torch, habana_frameworks.torch.core as htcore\n"
+                "f = torch.compile(lambda x: (x * 2).relu() + 1, backend='hpu_backend')\n"
+                "x = torch.randn(8)\n"
+                "y = f(x.to('hpu')); htcore.mark_step()\n"
+                "assert torch.equal(y.cpu(), (x * 2).relu() + 1)\n"
+                "print('ok')\n",
+                PT_HPU_LAZY_MODE="1", ENABLE_CONSOLE="true", LOG_LEVEL_PT_PYTHON="3")
+    assert r.returncode == 0, r.stderr
+    assert "not supported in lazy mode" in r.stderr
