@@ -82,6 +82,9 @@ class ClusterRunner:
         self._by_sig: dict[tuple, Any] = {}
         _count("clusters")
 
+    def ops_summary(self) -> str:
+        return ", ".join(str(n.target) for n in self.submodule.graph.nodes if n.op == "call_function")
+
     def __repr__(self) -> str:
         return f"ClusterRunner({self.graph_name}.{self.name}, {self.num_ops} ops)"
 
@@ -93,6 +96,8 @@ class ClusterRunner:
             except ValueError:
                 if signature(inputs) == self._sig:
                     raise
+            except RuntimeError as e:
+                raise _located_error(e, self) from e
             else:
                 _count("recipe_hits")
                 return out
@@ -108,23 +113,40 @@ class ClusterRunner:
         if cached is not None:
             self._recipe, self._sig = cached, sig
             _count("recipe_hits")
-            return cached.run(inputs)
+            try:
+                return cached.run(inputs)
+            except RuntimeError as e:
+                raise _located_error(e, self) from e
         return self._capture(sig, inputs)
 
     def _capture(self, sig: tuple, inputs: tuple):
+        host = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.device.type != "hpu"]
+        if host:
+            return self._run_eagerly_from_now(sig, inputs, f"inputs {host} are host tensors")
         try:
             rec, outs = _recipe.capture(self.submodule, list(inputs))
         except _recipe.NotCapturable as e:
-            logger.info("%s %s: not captured into a recipe (%s); its %d ops run eagerly",
-                        self.graph_name, self.name, e, self.num_ops)
-            self._by_sig[sig] = _EAGER
-            _count("eager_clusters")
-            return self.run_fx(inputs)
+            # The cluster ran to completion during the capture: keep its outputs.
+            self._mark_eager(sig, str(e))
+            return e.outputs
+        except Exception as e:
+            raise _located_error(e, self) from e
         self._by_sig[sig] = rec
         self._recipe, self._sig = rec, sig
         _count("recipe_compilations")
-        logger.debug("%s %s: recipe compiled for %d ops", self.graph_name, self.name, self.num_ops)
+        logger.debug("%s %s: recipe %s for %d ops: %s", self.graph_name, self.name,
+                     rec.stats.get("recipe_id"), self.num_ops, rec.stats)
         return outs
+
+    def _mark_eager(self, sig: tuple, reason: str) -> None:
+        logger.info("%s %s: not captured into a recipe (%s); its %d ops run eagerly",
+                    self.graph_name, self.name, reason, self.num_ops)
+        self._by_sig[sig] = _EAGER
+        _count("eager_clusters")
+
+    def _run_eagerly_from_now(self, sig: tuple, inputs: tuple, reason: str):
+        self._mark_eager(sig, reason)
+        return self.run_fx(inputs)
 
     def run_fx(self, inputs: Sequence[Any]):
         """Run the cluster op by op; a failure is re-raised naming the op that failed."""
@@ -152,6 +174,14 @@ def _fetch_attr(mod: torch.nn.Module, target: str):
     for part in target.split("."):
         mod = getattr(mod, part)
     return mod
+
+
+def _located_error(e: Exception, runner: ClusterRunner) -> Exception:
+    msg = f"{e}\n(hpu_backend: while running {runner.graph_name}.{runner.name}: {runner.ops_summary()})"
+    try:
+        return type(e)(msg)
+    except Exception:
+        return ClusterError(msg)
 
 
 def _named_error(e: Exception, node: torch.fx.Node, runner: ClusterRunner) -> Exception:

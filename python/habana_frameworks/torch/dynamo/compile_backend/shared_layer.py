@@ -82,10 +82,8 @@ def eager_fallback_reason(node: torch.fx.Node) -> str | None:
     tags = op.tags
     if torch.Tag.dynamic_output_shape in tags or torch.Tag.data_dependent_output in tags:
         return "data-dependent output"
-    if torch.Tag.nondeterministic_seeded in tags:
-        # Random ops run through eager dispatch, drawing from the hpu generator in program
-        # order as eager mode does, so torch.hpu.manual_seed gives the same masks.
-        return "random op"
+    # Random ops go into recipes: a recipe run draws each op's seed from the hpu generator
+    # in program order, as eager mode does, so torch.hpu.manual_seed gives the same masks.
     outs = list(_tensors(node.meta.get("val")))
     if not outs:
         return "no tensor output"
