@@ -9,6 +9,7 @@ import torch
 
 from bench_common import median
 from hpusim_models import build, make_batches, make_optimizer, train_steps
+from hpusim_models.training import loss_fn
 
 BATCH_SIZE = {"mlp": 64, "cnn": 64, "transformer": 16}
 DATA_POOL = 16  # distinct batches, cycled (data preparation is not what is measured)
@@ -22,10 +23,29 @@ def _fallback_counts() -> dict[str, int]:
     return fallback.counts()
 
 
-def bench_model(name: str, device: str, autocast_dtype: torch.dtype | None, quick: bool) -> dict[str, Any]:
+def _compiled_step(model: torch.nn.Module, opt: torch.optim.Optimizer, backend: str):
+    """The whole training step under torch.compile(backend=...): zero_grad, forward, loss,
+    backward and optimizer.step() (dynamo breaks the graph at backward)."""
+    def step(inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model, model(inputs), targets)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return torch.compile(step, backend=backend)
+
+
+COMPILE_STEPS = 3
+
+
+def bench_model(name: str, device: str, autocast_dtype: torch.dtype | None, quick: bool,
+                compile_backend: str | None = None) -> dict[str, Any]:
     """Median steps/s over timed repeats after warm-up. A step is what a Gaudi training
     loop does: batch to device, zero_grad, forward+loss (under autocast if asked),
-    backward, mark_step, optimizer.step, mark_step, loss.item()."""
+    backward, mark_step, optimizer.step, mark_step, loss.item(). With compile_backend,
+    the step (without mark_step, which is a no-op in eager mode) is one torch.compile'd
+    function; compile time is reported apart (compile_seconds)."""
     warmup, repeats = (1, 2) if quick else (5, 5)
     target_seconds = 0.0 if quick else 1.0  # length of one timed repeat
     torch.manual_seed(0)
@@ -34,12 +54,27 @@ def bench_model(name: str, device: str, autocast_dtype: torch.dtype | None, quic
     model = build(name, seed=0).to(device)
     opt = make_optimizer(model, "adamw", 1e-3)
 
+    compiled_step = _compiled_step(model, opt, compile_backend) if compile_backend else None
+
     def steps(n: int, start: int = 0) -> float:
         batches = [pool[(start + i) % len(pool)] for i in range(n)]
         t0 = time.perf_counter()
-        train_steps(model, batches, device, optimizer=opt, autocast_dtype=autocast_dtype)
+        if compiled_step is None:
+            train_steps(model, batches, device, optimizer=opt, autocast_dtype=autocast_dtype)
+        else:
+            model.train()
+            for inputs, targets in batches:
+                compiled_step(inputs.to(device), targets.to(device)).item()
         return time.perf_counter() - t0
 
+    compile_seconds = None
+    if compiled_step is not None:
+        # The first steps compile (forward, backward, and the optimizer step twice: its
+        # state is created at the first step); compile time is what they take beyond a
+        # steady step.
+        first = [steps(1, start=i) for i in range(COMPILE_STEPS)]
+        steady = min(steps(1, start=COMPILE_STEPS + i) for i in range(3))
+        compile_seconds = sum(first) - COMPILE_STEPS * steady
     one = steps(warmup) / warmup
     per_repeat = 2 if quick else max(3, round(target_seconds / max(one, 1e-6)))
     before = _fallback_counts()
@@ -58,8 +93,10 @@ def bench_model(name: str, device: str, autocast_dtype: torch.dtype | None, quic
         "batch_size": bs,
         "parameters": sum(p.numel() for p in model.parameters()),
         "fallbacks": {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)},
+        **({"compile_seconds": compile_seconds, "compile_backend": compile_backend} if compile_backend else {}),
     }
 
 
-def run(models: list[str], device: str, autocast_dtype: torch.dtype | None, quick: bool) -> dict[str, Any]:
-    return {name: bench_model(name, device, autocast_dtype, quick) for name in models}
+def run(models: list[str], device: str, autocast_dtype: torch.dtype | None, quick: bool,
+        compile_backend: str | None = None) -> dict[str, Any]:
+    return {name: bench_model(name, device, autocast_dtype, quick, compile_backend) for name in models}

@@ -57,9 +57,14 @@ MODES: dict[str, Mode] = {
     "hpu_bf16": Mode("hpu", {"PT_HPU_LAZY_MODE": "0"}, ("--autocast", "bfloat16"),
                      description="hpu eager, torch.autocast bfloat16"),
     "cpu_bf16": Mode("cpu", {}, ("--autocast", "bfloat16"), description="PyTorch CPU eager, torch.autocast bfloat16"),
+    "hpu_compile": Mode("hpu", {"PT_HPU_LAZY_MODE": "0"}, ("--compile", "hpu_backend"),
+                        description="hpu eager, the training step under torch.compile(backend='hpu_backend')"),
+    "cpu_inductor": Mode("cpu", {}, ("--compile", "inductor"),
+                         description="PyTorch CPU, the training step under torch.compile (inductor)"),
 }
 # Extra training ratios (numerator mode, denominator mode), reported when both ran.
-COMPARISONS = (("hpu_bf16", "hpu"), ("hpu_bf16", "cpu_bf16"), ("hpu_lazy", "hpu"))
+COMPARISONS = (("hpu_bf16", "hpu"), ("hpu_bf16", "cpu_bf16"), ("hpu_lazy", "hpu"), ("hpu_compile", "hpu"),
+               ("hpu_compile", "cpu_inductor"))
 GEMM_MODE = "hpu"  # the environment the GEMM worker runs in
 TARGETS = {"gemm_fp32_hpu_over_openblas": 0.9, "gemm_bf16_over_fp32_hpu": 0.8}
 
@@ -84,7 +89,8 @@ def worker_main(args: argparse.Namespace) -> None:
         if lazy:
             from habana_frameworks.torch import _lazy
             s0, w0 = _lazy.stats(), time.perf_counter()
-        result: dict[str, Any] = {"training": bench_training.run(args.models.split(","), args.device, dtype, args.quick)}
+        result: dict[str, Any] = {"training": bench_training.run(args.models.split(","), args.device, dtype, args.quick,
+                                                                 args.compile)}
         if lazy:
             result["lazy_record"] = lazy_record_cost()
             # Over the whole training run (warm-up included): how busy the Go worker was,
@@ -265,6 +271,13 @@ def format_tables(results: dict[str, Any]) -> str:
             if got:
                 out.append(f"  {num}/{den}: " + ", ".join(f"{k} {v:.2f}" for k, v in got.items()))
         for m in modes:
+            per_model = training[m] if "error" not in training[m] else {}
+            compiled = {model: r["compile_seconds"] for model, r in per_model.items()
+                        if r.get("compile_seconds") is not None}
+            if compiled:
+                out.append(f"  {m} compile time (first steps beyond a steady step, not in steps/s): "
+                           + ", ".join(f"{model} {secs:.1f}s" for model, secs in compiled.items()))
+        for m in modes:
             for model, r in training[m].items() if "error" not in training[m] else ():
                 if r.get("fallbacks"):
                     out.append(f"  {m}/{model} fell back to the CPU: {r['fallbacks']}")
@@ -330,6 +343,7 @@ def main() -> int:
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     ap.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     ap.add_argument("--autocast", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--compile", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.worker:

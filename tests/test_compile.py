@@ -52,10 +52,12 @@ def test_import_torch_alone_registers_hpu_backend():
                 "x = torch.randn(4, device='hpu')\n"
                 "assert torch.equal(f(x).cpu(), (x.cpu() * 2).relu())\n"
                 "from habana_frameworks.torch.dynamo.compile_backend.backends import hpu_backend\n"
+                "from habana_frameworks.torch.dynamo.compile_backend import config\n"
                 "from torch._dynamo.device_interface import get_interface_for_device\n"
-                "print(get_interface_for_device('hpu').__name__)\n")
+                "print(get_interface_for_device('hpu').__name__, config.inference)\n",
+                PT_HPU_USE_INFERENCE_COMPILER="0")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "HpuInterface"
+    assert r.stdout.strip() == "HpuInterface False"
 
 
 def test_unknown_option_is_an_attribute_error():
@@ -67,17 +69,20 @@ def test_unknown_option_is_an_attribute_error():
     assert "no_such_option does not exist" in str(ei.value)
 
 
-def test_config_options_and_env_names():
+def test_config_options_and_env_values(monkeypatch):
+    from habana_frameworks.torch.dynamo.compile_backend import _env
+
     assert hpu_config.keep_input_mutations is True
     assert hpu_config.configuration_flags["force_static_compile"] is False
     with hpu_config.patch({"force_static_compile": True}):
         assert hpu_config.configuration_flags["force_static_compile"] is True
     assert hpu_config.force_static_compile is False
-    r = _run_py("import habana_frameworks.torch.dynamo.compile_backend.config as c; print(c.inference)",
-                PT_HPU_USE_INFERENCE_COMPILER="0")
-    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
-    r = _run_py("import habana_frameworks.torch.dynamo.compile_backend.config", PT_HPU_USE_EAGER_FALLBACK="maybe")
-    assert r.returncode != 0 and "Unrecognized boolean value in env config" in r.stderr
+    for value, expected in (("on", True), ("Y", True), ("0", False), ("false", False), ("", True)):
+        monkeypatch.setenv("PT_HPU_SOME_FLAG", value)
+        assert _env.env_bool("PT_HPU_SOME_FLAG", True) is expected
+    monkeypatch.setenv("PT_HPU_SOME_FLAG", "maybe")
+    with pytest.raises(AssertionError, match="Unrecognized boolean value in env config"):
+        _env.env_bool("PT_HPU_SOME_FLAG", True)
 
 
 def test_disallow_torch_compile(monkeypatch):
@@ -125,7 +130,13 @@ def test_reference_model_compiled_trains_as_cpu(name, fallback_counter):
     hpu_model = copy.deepcopy(cpu_model).to("hpu")
     cpu_losses = _train(cpu_model, cpu_model, batches, "cpu")
     compiled = _compile(hpu_model)
+    before = recipe_compiler.stats()
     hpu_losses = _train(hpu_model, compiled, batches, "hpu")
+    after = recipe_compiler.stats()
+    # Forward and backward each ran as Go recipes: captured once, then launched.
+    assert after.get("recipe_compilations", 0) - before.get("recipe_compilations", 0) >= 2
+    assert after.get("recipe_hits", 0) - before.get("recipe_hits", 0) >= 2 * (len(batches) - 1)
+    assert after.get("eager_clusters", 0) == before.get("eager_clusters", 0)
     assert hpu_losses == pytest.approx(cpu_losses, rel=_TOL[name], abs=1e-6)
     # Parameters: atol 5e-5 because AdamW turns rounding noise in near-zero gradients (the
     # attention's key bias, whose exact gradient is 0) into steps of about lr.
@@ -140,15 +151,20 @@ def test_reference_model_compiled_trains_as_cpu(name, fallback_counter):
         torch.testing.assert_close(compiled(x.to("hpu")).cpu(), same_on_cpu(x), rtol=1e-4, atol=1e-5)
 
 
-def test_whole_training_step_compiled_including_optimizer_step():
+_OPTS = {"sgd": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9),
+         "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-2)}
+
+
+@pytest.mark.parametrize("optim", list(_OPTS))
+def test_whole_training_step_compiled_including_optimizer_step(optim):
     """torch.compile(train_step) with zero_grad, forward, backward and optimizer.step()
     inside: graph breaks at backward, the optimizer's in-place updates land in the real
-    parameters and momentum buffers."""
+    parameters and its state (AdamW's host step counts go into the recipe packed)."""
     torch.set_num_threads(1)
     batches = make_batches("mlp", 16, 4, seed=2)
     ref = build("mlp", seed=4)
     hpu_model = copy.deepcopy(ref).to("hpu")
-    opt = torch.optim.SGD(hpu_model.parameters(), lr=1e-2, momentum=0.9)
+    opt = _OPTS[optim](hpu_model.parameters())
 
     def train_step(x, y):
         opt.zero_grad(set_to_none=True)
@@ -158,8 +174,10 @@ def test_whole_training_step_compiled_including_optimizer_step():
         return loss
 
     step = _compile(train_step)
+    eager_clusters = _stat("eager_clusters")
     hpu_losses = [step(x.to("hpu"), y.to("hpu")).item() for x, y in batches]
-    ref_opt = torch.optim.SGD(ref.parameters(), lr=1e-2, momentum=0.9)
+    assert _stat("eager_clusters") == eager_clusters
+    ref_opt = _OPTS[optim](ref.parameters())
     cpu_losses = []
     for x, y in batches:
         ref_opt.zero_grad(set_to_none=True)
@@ -170,8 +188,8 @@ def test_whole_training_step_compiled_including_optimizer_step():
     assert hpu_losses == pytest.approx(cpu_losses, rel=1e-5, abs=1e-6)
     for p_ref, p_hpu in zip(ref.parameters(), hpu_model.parameters()):
         torch.testing.assert_close(p_hpu.cpu(), p_ref, rtol=1e-4, atol=1e-6)
-        torch.testing.assert_close(opt.state[p_hpu]["momentum_buffer"].cpu(),
-                                   ref_opt.state[p_ref]["momentum_buffer"], rtol=1e-4, atol=1e-6)
+        for key, value in ref_opt.state[p_ref].items():
+            torch.testing.assert_close(opt.state[p_hpu][key].cpu(), value, rtol=1e-4, atol=1e-6)
 
 
 # ---- what a compiled region can contain ------------------------------------------------

@@ -77,7 +77,9 @@ class ClusterRunner:
         self.submodule = submodule
         self.use_recipes = use_recipes and _recipe is not None
         self.num_ops = sum(1 for n in submodule.graph.nodes if n.op == "call_function")
-        self._recipe = None  # the last recipe used, tried first
+        # The last recipe used, tried first: (recipe, tensor positions or None, positions
+        # of baked-in non-tensor inputs, their values).
+        self._entry: tuple | None = None
         self._sig: tuple | None = None
         self._by_sig: dict[tuple, Any] = {}
         _count("clusters")
@@ -89,10 +91,21 @@ class ClusterRunner:
         return f"ClusterRunner({self.graph_name}.{self.name}, {self.num_ops} ops)"
 
     def __call__(self, *inputs):
-        rec = self._recipe
-        if rec is not None:
+        entry = self._entry
+        if entry is not None:
+            rec, tensor_pos, const_pos, consts, host_pos = entry
+            args = inputs
+            if tensor_pos is not None:
+                if tuple(inputs[i] for i in const_pos) != consts:
+                    return self._dispatch(inputs)
+                args = [inputs[i] for i in tensor_pos]
+                if host_pos:
+                    try:
+                        args.append(_pack_host_scalars(inputs, host_pos))
+                    except (RuntimeError, TypeError):
+                        return self._dispatch(inputs)
             try:
-                out = rec.run(inputs)
+                out = rec.run(args)
             except ValueError:
                 if signature(inputs) == self._sig:
                     raise
@@ -111,28 +124,38 @@ class ClusterRunner:
         if cached is _EAGER:
             return self.run_fx(inputs)
         if cached is not None:
-            self._recipe, self._sig = cached, sig
-            _count("recipe_hits")
-            try:
-                return cached.run(inputs)
-            except RuntimeError as e:
-                raise _located_error(e, self) from e
+            self._entry, self._sig = cached, sig
+            return self(*inputs)
         return self._capture(sig, inputs)
 
     def _capture(self, sig: tuple, inputs: tuple):
-        host = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.device.type != "hpu"]
-        if host:
-            return self._run_eagerly_from_now(sig, inputs, f"inputs {host} are host tensors")
+        # Recipes take hpu tensors only. Other inputs (sizes, scalars) are baked in, as the
+        # signature they are part of says. Host 0-dim tensors (an optimizer's step counts)
+        # are packed into one hpu tensor per call (one copy), which the recipe unbinds.
+        host_pos = tuple(i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.device.type != "hpu")
+        if host_pos and not _packable(inputs, host_pos):
+            return self._run_eagerly_from_now(sig, inputs, f"inputs {list(host_pos)} are host tensors")
+        tensor_pos = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and i not in host_pos]
+        fn, args, const_pos, consts = self.submodule, list(inputs), (), ()
+        baked = len(tensor_pos) != len(inputs)
+        if baked:
+            const_pos = tuple(i for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor))
+            consts = tuple(inputs[i] for i in const_pos)
+            args = [inputs[i] for i in tensor_pos]
+            if host_pos:
+                args.append(_pack_host_scalars(inputs, host_pos))
+            fn = _bake_constants(self.submodule, inputs, tensor_pos, host_pos)
         try:
-            rec, outs = _recipe.capture(self.submodule, list(inputs))
+            rec, outs = _recipe.capture(fn, args)
         except _recipe.NotCapturable as e:
             # The cluster ran to completion during the capture: keep its outputs.
             self._mark_eager(sig, str(e))
             return e.outputs
         except Exception as e:
             raise _located_error(e, self) from e
-        self._by_sig[sig] = rec
-        self._recipe, self._sig = rec, sig
+        entry = (rec, tensor_pos if baked else None, const_pos, consts, host_pos)
+        self._by_sig[sig] = entry
+        self._entry, self._sig = entry, sig
         _count("recipe_compilations")
         logger.debug("%s %s: recipe %s for %d ops: %s", self.graph_name, self.name,
                      rec.stats.get("recipe_id"), self.num_ops, rec.stats)
@@ -168,6 +191,31 @@ class ClusterRunner:
             else:  # get_attr (constants lifted into the submodule)
                 env[node] = _fetch_attr(self.submodule, node.target)
         return result
+
+
+def _packable(inputs: Sequence[Any], host_pos: tuple[int, ...]) -> bool:
+    xs = [inputs[i] for i in host_pos]
+    return all(x.dim() == 0 and x.device.type == "cpu" and x.dtype == xs[0].dtype for x in xs)
+
+
+def _pack_host_scalars(inputs: Sequence[Any], host_pos: tuple[int, ...]) -> torch.Tensor:
+    return torch.stack([inputs[i] for i in host_pos]).to("hpu")
+
+
+def _bake_constants(fn: Any, inputs: Sequence[Any], tensor_pos: list[int], host_pos: tuple[int, ...]):
+    """fn over (hpu tensors..., [packed host scalars]) with the other inputs fixed."""
+    full = list(inputs)
+
+    def with_constants(*tensors):
+        args = list(full)
+        for i, t in zip(tensor_pos, tensors):
+            args[i] = t
+        if host_pos:
+            for i, t in zip(host_pos, tensors[len(tensor_pos)].unbind(0)):
+                args[i] = t
+        return fn(*args)
+
+    return with_constants
 
 
 def _fetch_attr(mod: torch.nn.Module, target: str):
