@@ -1,27 +1,27 @@
-"""`hpu_backend`, registered with dynamo under its function's name, as in the bridge."""
+"""`hpu_backend`, registered with dynamo under its function's name, as in the bridge.
+
+This module is imported the moment torch._dynamo finishes importing, which can be in the
+middle of another torch import (torch._inductor.utils imports dynamo, then goes on): so it
+imports only what dynamo has already loaded, and the compilers on the first compile."""
 from __future__ import annotations
 
 import os
 from typing import Any
 
 import torch
-from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.backends.registry import register_backend
 
 from .._env_flags import truthy
 from . import config
-from .compilers import hpu_inference_compiler, hpu_training_compiler_bw, hpu_training_compiler_fw
-from .decomposition import get_hpu_decompositions
-from .partition_fn import hpu_partition
 
 
 def import_compilers() -> None:
-    """Kept for the bridge's import line (`from ...backends import import_compilers`);
-    the compilers are imported with this module."""
+    """Import the compilers, partitioner and decompositions (done at the first compile)."""
+    from . import compilers, decomposition, partition_fn  # noqa: F401
 
 
 def import_hpu_partition() -> None:
-    """As import_compilers, for the partitioner."""
+    from . import partition_fn  # noqa: F401
 
 
 @register_backend
@@ -31,6 +31,12 @@ def hpu_backend(graph_module: torch.fx.GraphModule, example_inputs: list[Any], *
     AttributeError)."""
     if truthy(os.getenv("PT_HPU_DISALLOW_TORCH_COMPILE")):
         raise RuntimeError("Use of torch.compile is prohibited by PT_HPU_DISALLOW_TORCH_COMPILE.")
+    from torch._dynamo.backends.common import aot_autograd
+
+    from .compilers import hpu_inference_compiler, hpu_training_compiler_bw, hpu_training_compiler_fw
+    from .decomposition import get_hpu_decompositions
+    from .partition_fn import hpu_partition
+
     options = kwargs.get("options")
     with config.patch(options or {}):
         patched = config.patch(options or {})
