@@ -14,3 +14,4 @@ from . import random_ops  # noqa: F401
 from . import hpex_ops  # noqa: F401
 from . import hpex_attention  # noqa: F401
 from . import elementwise_more  # noqa: F401
+from . import shape_ops  # noqa: F401
