@@ -486,3 +486,79 @@ func runPlan(g *graph, p *plan, id string) error {
 	}
 	return nil
 }
+
+// LaunchRecipe queues a run of the recipe on the lazy worker, after the pending graph
+// (which is launched first), and returns at once: an HPU-graph replay in lazy mode. Host
+// reads wait for it as for any launched graph, and a failure is raised at the next
+// trigger, naming the op. Without lazy mode it runs the recipe at once.
+func LaunchRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
+	e := eng
+	if e == nil {
+		return RunRecipe(r, in, out, rnd)
+	}
+	if err := e.launchCurrent("recipe launch"); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if r.released {
+		r.mu.Unlock()
+		return fmt.Errorf("recipe %s was released", r.id)
+	}
+	g, err := r.bind(in, out, rnd)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := e.launchBound(g, r.p, "replay of "+r.id); err != nil {
+		return err
+	}
+	return e.takeErr()
+}
+
+// launchBound queues a graph already bound to its storages and compiled (a recipe run):
+// its storages join the engine's bookkeeping (references, last writer) as a recorded
+// graph's do at launch.
+func (e *engine) launchBound(g *graph, p *plan, reason string) error {
+	e.launchMu.Lock()
+	defer e.launchMu.Unlock()
+	e.mu.Lock()
+	for i, s := range g.stos {
+		st := e.stos[s.base]
+		if st == nil {
+			st = &storage{ptr: s.ptr, base: s.base, size: s.size}
+			e.stos[s.base] = st
+		}
+		if st.poison != nil {
+			for _, done := range g.stos[:i] {
+				done.refs--
+			}
+			e.mu.Unlock()
+			return poisonError(st)
+		}
+		st.refs++
+		g.stos[i] = st
+	}
+	e.seq++
+	g.seq = e.seq
+	g.launched.Store(g.seq)
+	g.reason = reason
+	g.taken = len(g.nodes)
+	for _, st := range g.stos {
+		st.lastUse = g.seq
+	}
+	for k := range g.nodes {
+		n := &g.nodes[k]
+		for _, w := range n.eff.writes {
+			if w < len(n.args) && n.args[w].sto >= 0 {
+				st := g.stos[n.args[w].sto]
+				st.lastWrite, st.lastWriteNode = g.seq, k
+			}
+		}
+	}
+	e.mu.Unlock()
+	e.qmu.Lock()
+	e.inflight++
+	e.qmu.Unlock()
+	e.queue <- launch{g: g, p: p}
+	return nil
+}

@@ -154,6 +154,29 @@ func hpusim_recipe_run(h C.int64_t, in *unsafe.Pointer, nin C.int, out *unsafe.P
 	return statusOK
 }
 
+// hpusim_recipe_launch queues a run of a recipe on the lazy worker and returns at once
+// (HPU-graph replay); without lazy mode it runs it at once.
+//
+//export hpusim_recipe_launch
+func hpusim_recipe_launch(h C.int64_t, in *unsafe.Pointer, nin C.int, out *unsafe.Pointer, nout C.int,
+	rnd *C.int64_t, nrnd C.int) (rc C.int) {
+	defer guard(&rc)
+	recipesMu.Lock()
+	r := recipes[int64(h)]
+	recipesMu.Unlock()
+	if r == nil {
+		return setErr(fmt.Errorf("unknown recipe handle %d", int64(h)))
+	}
+	var draws []int64
+	if nrnd > 0 && rnd != nil {
+		draws = unsafe.Slice((*int64)(unsafe.Pointer(rnd)), int(nrnd))
+	}
+	if err := bridge.LaunchRecipe(r, pointers(in, nin), pointers(out, nout), draws); err != nil {
+		return setErr(err)
+	}
+	return statusOK
+}
+
 //export hpusim_recipe_free
 func hpusim_recipe_free(h C.int64_t) (rc C.int) {
 	defer guard(&rc)

@@ -71,6 +71,8 @@ def _lib() -> ctypes.CDLL:
             lib.hpusim_recipe_run.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
                                               ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
             lib.hpusim_recipe_run.restype = ctypes.c_int
+            lib.hpusim_recipe_launch.argtypes = lib.hpusim_recipe_run.argtypes
+            lib.hpusim_recipe_launch.restype = ctypes.c_int
             lib.hpusim_recipe_free.argtypes, lib.hpusim_recipe_free.restype = [ctypes.c_int64], ctypes.c_int
             _bound = True
     return lib
@@ -208,7 +210,16 @@ class Recipe:
     def run(self, inputs: Sequence[Any]) -> Any:
         """Run the recipe over new inputs (same dtypes, shapes and strides as at capture;
         anything else raises ValueError naming the input). Returns fresh outputs, shaped as
-        fn's return value."""
+        fn's return value. A failing op raises RuntimeError here, naming it."""
+        return self._call(inputs, _lib().hpusim_recipe_run)
+
+    def launch(self, inputs: Sequence[Any]) -> Any:
+        """As run, but in lazy mode the run is queued on the lazy worker after the pending
+        graph and the call returns at once (a failure is raised at the next mark_step or
+        host read); in eager mode it is run."""
+        return self._call(inputs, _lib().hpusim_recipe_launch)
+
+    def _call(self, inputs: Sequence[Any], entry) -> Any:
         if not self._handle:
             raise RuntimeError("recipe was released")
         self._check_inputs(inputs)
@@ -229,7 +240,7 @@ class Recipe:
         if self._generators:
             parts = [torch.empty(2 * k, dtype=torch.int64).random_(generator=g) for g, k in self._generators]
             rnd = array("q", (torch.cat(parts) if len(parts) > 1 else parts[0]).tolist())
-        rc = _lib().hpusim_recipe_run(self._handle, _addr(ins), len(ins), _addr(outs), len(outs),
+        rc = entry(self._handle, _addr(ins), len(ins), _addr(outs), len(outs),
                                       _addr(rnd) if rnd is not None else None, len(rnd) if rnd is not None else 0)
         if rc != 0:
             raise RuntimeError(_native.last_error())

@@ -113,11 +113,14 @@ class HPUGraph:
             raise RuntimeError("GRAPH:: Capture in progress")
         if self._recipe is None:
             raise RuntimeError("GRAPH:: replay called on a graph that was not captured")
-        self._recipe.run(inputs)
+        # Queued on the lazy worker after the pending ops: the host goes on at once, and
+        # reads of the graph's outputs wait for it as for any lazy graph.
+        self._recipe.launch(inputs)
 
     def replay(self, asynchronous: bool = False) -> None:
-        """Replay the captured work on the captured storages (pending lazy ops run first).
-        `asynchronous` is accepted; the replay runs before the call returns."""
+        """Replay the captured work on the captured storages, after the pending lazy ops.
+        The replay is queued on the lazy worker either way (`asynchronous` is accepted):
+        reading its results waits for it."""
         if len(self._static_inputs) != self._n_marked:
             raise RuntimeError("GRAPH:: the graph's user inputs were cleared (clear_inputs): replay with replayV3")
         self._run(self._static_inputs)
