@@ -10,7 +10,7 @@ export GOFLAGS ?= -mod=mod
 # Use both cores for the build and for pytest workers.
 JOBS ?= 2
 
-.PHONY: all setup system-deps venv build develop train test test-go test-py bench clean
+.PHONY: bench-graphs all setup system-deps venv build develop train test test-go test-py bench clean
 
 all: build
 
@@ -71,6 +71,10 @@ test-py:
 # prints the tables and writes bench/results.json. E.g. `make bench BENCH_ARGS=--quick`.
 bench: build
 	$(PY) bench/run.py $(BENCH_ARGS)
+
+# HPU-graph replay against CPU, hpu eager and hpu lazy calls (inference and training steps).
+bench-graphs: build
+	$(PY) bench/hpu_graphs.py $(GRAPHS_BENCH_ARGS)
 
 clean:
 	rm -rf build python/habana_frameworks/torch/lib *.egg-info python/*.egg-info

@@ -391,3 +391,23 @@ def test_input_hash_keys():
     d, s = {"x": [torch.zeros(2)]}, {"x": [torch.ones(2)]}
     graphs.copy_to(d, s)
     assert torch.equal(d["x"][0], torch.ones(2))
+
+
+@lazy_only
+def test_failing_replay_is_raised_at_the_next_trigger_naming_the_op():
+    table = torch.randn(10, 3)
+    ht_table = table.to("hpu")
+    idx = torch.tensor([1, 2], device="hpu")
+    g = torch.hpu.HPUGraph()
+    g.capture_begin()
+    g.mark_user_inputs([idx])
+    out = torch.index_select(ht_table, 0, idx) * 2.0
+    g.capture_end()
+    g.replayV3([torch.tensor([0, 9], device="hpu")])
+    torch.testing.assert_close(out.cpu(), table[[0, 9]] * 2.0)
+    g.replayV3([torch.tensor([1, 99], device="hpu")])  # queued: returns at once
+    with pytest.raises(RuntimeError, match="index_select"):
+        htcore.mark_step()
+        torch.hpu.synchronize()
+    # The process goes on: new work runs.
+    assert torch.equal((ht_table + 1.0).cpu(), table + 1.0)
