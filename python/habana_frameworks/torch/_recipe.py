@@ -241,7 +241,7 @@ class Recipe:
             parts = [torch.empty(2 * k, dtype=torch.int64).random_(generator=g) for g, k in self._generators]
             rnd = array("q", (torch.cat(parts) if len(parts) > 1 else parts[0]).tolist())
         rc = entry(self._handle, _addr(ins), len(ins), _addr(outs), len(outs),
-                                      _addr(rnd) if rnd is not None else None, len(rnd) if rnd is not None else 0)
+                   _addr(rnd) if rnd is not None else None, len(rnd) if rnd is not None else 0)
         if rc != 0:
             raise RuntimeError(_native.last_error())
         result = []

@@ -26,7 +26,7 @@ import inspect
 import os
 from collections import UserDict
 from functools import wraps
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import torch
 
