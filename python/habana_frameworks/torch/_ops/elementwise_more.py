@@ -162,3 +162,14 @@ def _heaviside(self, values, out=None, inplace=False):
 
 
 _reg3("heaviside", "", _heaviside)
+
+
+def _rsub(self, other, alpha=1, out=None):
+    """other - alpha * self: the native add with the operands swapped and alpha negated."""
+    from .elementwise import _add
+    return _add(other, self, alpha, out=out, sub=True)
+
+
+native("aten::rsub.Tensor", "aten::rsub.Scalar")(lambda self, other, alpha=1: _rsub(self, other, alpha))
+native("aten::rsub.Tensor_out", "aten::rsub.Scalar_out")(
+    lambda self, other, alpha=1, *, out: _rsub(self, other, alpha, out=out))
