@@ -30,6 +30,9 @@ _hl_smi.ensure_on_path()
 from . import activity_profiler as _activity_profiler  # noqa: E402
 
 _activity_profiler.install()
+
+if os.getenv("PT_HPU_GPU_MIGRATION", "0").strip().lower() in ("1", "true"):
+    from . import gpu_migration  # noqa: E402,F401  (torch.cuda calls run on the HPU)
 from .utils import internal as _internal  # noqa: E402
 
 __version__ = "1.22.0.1"
