@@ -15,7 +15,7 @@ import (
 // are rounded once), products on the GEMM micro-kernels.
 
 const (
-	attBr = 64  // query rows per tile
+	attBr = 128 // query rows per tile
 	attBc = 128 // key columns per tile
 )
 

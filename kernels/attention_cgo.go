@@ -11,11 +11,12 @@ package kernels
 // in attention_rows.go (no contraction), so both builds compute the same values.
 #pragma GCC optimize("fp-contract=off", "no-trapping-math")
 
+// Written so that GCC vectorizes it: clamps as selects, rintf, the scale's bits by memcpy.
 static inline float att_expf(float x) {
 	float lo = x < -87.3f ? 0.0f : 1.0f;
 	x = x < -87.3f ? -87.3f : x;
 	x = x > 88.3f ? 88.3f : x;
-	float k = (float)(int32_t)(x * 1.44269504f + (x < 0 ? -0.5f : 0.5f));
+	float k = __builtin_rintf(x * 1.44269504f);
 	float r = x - k * 0.693359375f;
 	r -= k * -2.12194440e-4f;
 	float p = (1.0f / 720) * r + 1.0f / 120;
@@ -30,21 +31,31 @@ static inline float att_expf(float x) {
 	return p * s * lo;
 }
 
+// Reductions keep 16 partial lanes (summed in a fixed order), so the loops vectorize
+// without reassociating float arithmetic behind the compiler's back.
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static void att_exp_sub(float *row, int64_t n, float m, float *sum) {
+	for (int64_t j = 0; j < n; j++) row[j] = att_expf(row[j] - m);
+	float a[16] = {0};
+	int64_t j = 0;
+	for (; j + 16 <= n; j += 16)
+		for (int k = 0; k < 16; k++) a[k] += row[j + k];
+	for (int64_t t = 0; j < n; j++, t++) a[t] += row[j];
 	float acc = 0;
-	for (int64_t j = 0; j < n; j++) {
-		float e = att_expf(row[j] - m);
-		row[j] = e;
-		acc += e;
-	}
+	for (int k = 0; k < 16; k++) acc += a[k];
 	*sum = acc;
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 static float att_rowmax(const float *row, int64_t n) {
-	float mx = -__builtin_inff();
-	for (int64_t j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+	float a[16];
+	for (int k = 0; k < 16; k++) a[k] = -__builtin_inff();
+	int64_t j = 0;
+	for (; j + 16 <= n; j += 16)
+		for (int k = 0; k < 16; k++) a[k] = row[j + k] > a[k] ? row[j + k] : a[k];
+	for (int64_t t = 0; j < n; j++, t++) a[t] = row[j] > a[t] ? row[j] : a[t];
+	float mx = a[0];
+	for (int k = 1; k < 16; k++) mx = a[k] > mx ? a[k] : mx;
 	return mx;
 }
 

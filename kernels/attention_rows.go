@@ -14,7 +14,7 @@ func attExpf(x float32) float32 {
 	if x > 88.3 {
 		x = 88.3
 	}
-	k := float32(int32(x*1.44269504 + 0.5*sgn(x)))
+	k := float32(math.RoundToEven(float64(x * 1.44269504)))
 	r := x - k*0.693359375
 	r -= k * -2.12194440e-4
 	p := float32(1.0/720)*r + 1.0/120
@@ -24,13 +24,6 @@ func attExpf(x float32) float32 {
 	p = p*r + 1
 	p = p*r + 1
 	return p * pow2f(int32(k))
-}
-
-func sgn(x float32) float32 {
-	if x < 0 {
-		return -1
-	}
-	return 1
 }
 
 func pow2f(k int32) float32 {
@@ -53,12 +46,10 @@ func attOnlineSoftmaxGo(s []float32, rows, cols int64, m, l, alpha []float32) {
 			continue
 		}
 		a := attExpf(m[r] - mn)
-		var sum float32
 		for j, x := range row {
-			e := attExpf(x - mn)
-			row[j] = e
-			sum += e
+			row[j] = attExpf(x - mn)
 		}
+		sum := lanesSum(row)
 		alpha[r] = a
 		l[r] = l[r]*a + sum
 		m[r] = mn
@@ -86,4 +77,23 @@ func attDSGo(p, dp []float32, rows, cols int64, delta []float32) {
 			pr[j] *= dr[j] - d
 		}
 	}
+}
+
+// lanesSum sums in 16 partial lanes, then the lanes in order (the C loops' order).
+func lanesSum(row []float32) float32 {
+	var a [16]float32
+	j := 0
+	for ; j+16 <= len(row); j += 16 {
+		for k := 0; k < 16; k++ {
+			a[k] += row[j+k]
+		}
+	}
+	for t := 0; j < len(row); j, t = j+1, t+1 {
+		a[t] += row[j]
+	}
+	var s float32
+	for _, x := range a {
+		s += x
+	}
+	return s
 }
