@@ -100,8 +100,12 @@ func TestGemmHalfMatchesGeneric(t *testing.T) {
 			n := int(c.B * c.m * c.n)
 			x1 := unsafe.Slice((*uint16)(o1.Ptr), n)
 			x2 := unsafe.Slice((*uint16)(o2.Ptr), n)
+			// Both paths end in OpenBLAS's sgemm on float32 panels, but with the operands
+			// transposed differently; some OpenBLAS kernel sets (seen on an AMD EPYC with
+			// AVX-512) sum a k-block in a layout-dependent order, which can move a half-
+			// precision result by one unit in the last place. Anything more is a packing bug.
 			for i := range x1 {
-				if x1[i] != x2[i] {
+				if d := int(x1[i]) - int(x2[i]); d > 1 || d < -1 || (d != 0 && x1[i]&0x7fff == 0) {
 					t.Fatalf("%v %+v: element %d: %x vs generic %x", dt, c, i, x2[i], x1[i])
 				}
 			}
