@@ -129,6 +129,9 @@ def test_packaging_and_hl_smi():
 def test_cpu_fallback_metric_counts(fallback_counter):
     m = metrics.metric_global("cpu_fallback")
     before = dict(m.stats())
+    # Other tests in this worker may have compiled recipes (torch.compile, HPU graphs):
+    # what matters is that eager CPU fallbacks compile none.
+    compiled_before = metrics.metric_global("graph_compilation").stats()[0]
     x = torch.rand(8, device="hpu") + 0.5
     with metrics.metric_localcontext("cpu_fallback") as local:
         torch.digamma(x)
@@ -138,7 +141,7 @@ def test_cpu_fallback_metric_counts(fallback_counter):
     after = dict(m.stats())
     assert after["TotalNumber"] >= before["TotalNumber"] + 2
     assert fallback_counter()["aten::digamma"] == 2
-    assert metrics.metric_global("graph_compilation").stats()[0] == ("TotalNumber", 0)
+    assert metrics.metric_global("graph_compilation").stats()[0] == compiled_before
     assert metrics.metric_global("recipe_cache") is None  # only with PT_HPU_ENABLE_CACHE_METRICS
     assert metrics.metric_global("nope") is None
     with pytest.raises(metrics.MetricNotFound):
