@@ -276,14 +276,34 @@ def close(got: dict, want: dict, what: str, atol: float = 2e-6, rtol: float = 2e
         torch.testing.assert_close(got[k].detach().cpu(), want[k], atol=atol, rtol=rtol, msg=lambda m: f"{what} {k}: {m}")
 
 
+def setup_training(steps: int, lr: float):
+    """The data, the initial Net and the CPU reference result every wrapper must reproduce."""
+    data_ = batches(steps)
+    torch.manual_seed(0)
+    init = Net()
+    return data_, init, reference_training(init, data_, lr)
+
+
+def loss_on_shard(model, x, y, rank: int, world: int) -> torch.Tensor:
+    """This rank's part of the global batch, on hpu."""
+    return nn.functional.cross_entropy(model(shard(x, rank, world).to(HPU)), shard(y, rank, world).to(HPU))
+
+
+def train_sharded(model, data_, lr: float, rank: int, world: int) -> None:
+    """SGD over the data, each rank on its shard of every batch."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for x, y in data_:
+        opt.zero_grad()
+        loss_on_shard(model, x, y, rank, world).backward()
+        opt.step()
+        step()
+
+
 def check_ddp(rank: int, world: int) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     lr, steps = 0.1, 4
-    data_ = batches(steps)
-    torch.manual_seed(0)
-    init = Net()
-    want = reference_training(init, data_, lr)
+    data_, init, want = setup_training(steps, lr)
     configs = [
         dict(gradient_as_bucket_view=True, bucket_cap_mb=0.005),  # several buckets
         dict(broadcast_buffers=False, static_graph=True),
@@ -294,12 +314,7 @@ def check_ddp(rank: int, world: int) -> None:
         if cfg.get("find_unused_parameters"):
             net.unused = nn.Linear(3, 3)
         ddp = DDP(net.to(HPU), **cfg)
-        opt = torch.optim.SGD(ddp.parameters(), lr=lr)
-        for x, y in data_:
-            opt.zero_grad()
-            nn.functional.cross_entropy(ddp(shard(x, rank, world).to(HPU)), shard(y, rank, world).to(HPU)).backward()
-            opt.step()
-            step()
+        train_sharded(ddp, data_, lr, rank, world)
         got = {k: v for k, v in ddp.module.state_dict().items() if not k.startswith("unused")}
         close(got, want, f"DDP {cfg}")
 
@@ -310,10 +325,8 @@ def check_ddp(rank: int, world: int) -> None:
     for i in range(0, steps, 2):
         opt.zero_grad()
         with ddp.no_sync():
-            x, y = data_[i]
-            (nn.functional.cross_entropy(ddp(shard(x, rank, world).to(HPU)), shard(y, rank, world).to(HPU)) / 2).backward()
-        x, y = data_[i + 1]
-        (nn.functional.cross_entropy(ddp(shard(x, rank, world).to(HPU)), shard(y, rank, world).to(HPU)) / 2).backward()
+            (loss_on_shard(ddp, *data_[i], rank, world) / 2).backward()
+        (loss_on_shard(ddp, *data_[i + 1], rank, world) / 2).backward()
         opt.step()
         step()
     close(ddp.module.state_dict(), want, "DDP no_sync")
@@ -324,10 +337,7 @@ def check_fsdp(rank: int, world: int) -> None:
     from torch.distributed.fsdp import ShardingStrategy, StateDictType
 
     lr, steps = 0.1, 3
-    data_ = batches(steps)
-    torch.manual_seed(0)
-    init = Net()
-    want = reference_training(init, data_, lr)
+    data_, init, want = setup_training(steps, lr)
     for strategy in (ShardingStrategy.FULL_SHARD, ShardingStrategy.SHARD_GRAD_OP, ShardingStrategy.NO_SHARD,
                      ShardingStrategy.HYBRID_SHARD):
         mesh = None
@@ -338,12 +348,7 @@ def check_fsdp(rank: int, world: int) -> None:
             mesh = init_device_mesh("hpu", (1, world), mesh_dim_names=("replicate", "shard"))
         model = FSDP(copy.deepcopy(init), device_id=HPU, sharding_strategy=strategy, use_orig_params=True,
                      device_mesh=mesh)
-        opt = torch.optim.SGD(model.parameters(), lr=lr)
-        for x, y in data_:
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(shard(x, rank, world).to(HPU)), shard(y, rank, world).to(HPU)).backward()
-            opt.step()
-            step()
+        train_sharded(model, data_, lr, rank, world)
         with FSDP.summon_full_params(model):
             got = {k: v.detach().clone() for k, v in model.named_parameters()}
         close(got, {k: want[k] for k in got}, f"FSDP {strategy.name} summon_full_params")
@@ -367,20 +372,12 @@ def check_fsdp2(rank: int, world: int) -> None:
     from torch.distributed.fsdp import fully_shard
 
     lr, steps = 0.1, 3
-    data_ = batches(steps)
-    torch.manual_seed(0)
-    init = Net()
-    want = reference_training(init, data_, lr)
+    data_, init, want = setup_training(steps, lr)
     mesh = init_device_mesh("hpu", (world,))
     model = copy.deepcopy(init).to(HPU)
     fully_shard(model.fc1, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    for x, y in data_:
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(shard(x, rank, world).to(HPU)), shard(y, rank, world).to(HPU)).backward()
-        opt.step()
-        step()
+    train_sharded(model, data_, lr, rank, world)
     got = {k: v.full_tensor() for k, v in model.state_dict().items()}
     close(got, want, "FSDP2 fully_shard")
 

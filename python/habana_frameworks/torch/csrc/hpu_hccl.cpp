@@ -188,18 +188,40 @@ static void divide(const at::Tensor& t, int64_t n) {
   }
 }
 
+// A Work whose state is its future: the result and error views c10d asks for all read it.
+class FutureWork : public Work {
+ public:
+  FutureWork(OpType type, std::vector<at::Tensor> outputs)
+      : Work(-1, type),
+        outputs_(std::move(outputs)),
+        fut_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
+
+  bool isSuccess() const override { return fut_->completed() && !fut_->hasError(); }
+  std::exception_ptr exception() const override {
+    return fut_->completed() ? fut_->exception_ptr() : nullptr;
+  }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  void synchronize() override {}
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return fut_; }
+
+ protected:
+  void wait_future() {
+    fut_->wait();
+    if (fut_->hasError()) std::rethrow_exception(fut_->exception_ptr());
+  }
+
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> fut_;
+};
+
 // A collective in flight. Its future completes with the caller's hpu tensors once Gloo is
 // done and the post-processing (AVG division, write-back of dense copies) has run, so DDP's
 // comm hooks and `wait()` both see finished results. Gloo's send/recv work has no future: then
 // the work completes in wait().
-class HcclWork : public Work {
+class HcclWork : public FutureWork {
  public:
   HcclWork(OpType type, WorkPtr inner, std::function<void()> post, std::vector<at::Tensor> outputs)
-      : Work(-1, type),
-        inner_(std::move(inner)),
-        post_(std::move(post)),
-        outputs_(std::move(outputs)),
-        fut_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {
+      : FutureWork(type, std::move(outputs)), inner_(std::move(inner)), post_(std::move(post)) {
     c10::intrusive_ptr<c10::ivalue::Future> inner_fut;
     if (inner_) {
       try {
@@ -242,16 +264,6 @@ class HcclWork : public Work {
     return fut_->completed();
   }
 
-  bool isSuccess() const override { return fut_->completed() && !fut_->hasError(); }
-
-  std::exception_ptr exception() const override {
-    return fut_->completed() ? fut_->exception_ptr() : nullptr;
-  }
-
-  std::vector<at::Tensor> result() override { return outputs_; }
-
-  void synchronize() override {}
-
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override {
     if (inner_) {
       try {
@@ -262,12 +274,9 @@ class HcclWork : public Work {
       }
     }
     if (!chained_) complete();
-    fut_->wait();
-    if (fut_->hasError()) std::rethrow_exception(fut_->exception_ptr());
+    wait_future();
     return true;
   }
-
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return fut_; }
 
  private:
   void complete() {
@@ -289,19 +298,15 @@ class HcclWork : public Work {
 
   WorkPtr inner_;
   std::function<void()> post_;
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> fut_;
   bool chained_ = false;
   std::once_flag done_;
 };
 
 // The ops issued between startCoalescing and endCoalescing, waited for as one.
-class CoalescedWork : public Work {
+class CoalescedWork : public FutureWork {
  public:
   explicit CoalescedWork(std::vector<WorkPtr> works)
-      : Work(-1, OpType::COALESCED),
-        works_(std::move(works)),
-        fut_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {
+      : FutureWork(OpType::COALESCED, {}), works_(std::move(works)) {
     std::vector<at::Tensor> outs;
     for (auto& w : works_) {
       auto r = w->result();
@@ -330,24 +335,14 @@ class CoalescedWork : public Work {
     for (auto& w : works_) w->isCompleted();
     return fut_->completed();
   }
-  bool isSuccess() const override { return fut_->completed() && !fut_->hasError(); }
-  std::exception_ptr exception() const override {
-    return fut_->completed() ? fut_->exception_ptr() : nullptr;
-  }
-  std::vector<at::Tensor> result() override { return outputs_; }
-  void synchronize() override {}
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override {
     for (auto& w : works_) w->wait(timeout);
-    fut_->wait();
-    if (fut_->hasError()) std::rethrow_exception(fut_->exception_ptr());
+    wait_future();
     return true;
   }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return fut_; }
 
  private:
   std::vector<WorkPtr> works_;
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> fut_;
 };
 
 class ProcessGroupHCCL : public Backend {
@@ -388,80 +383,48 @@ class ProcessGroupHCCL : public Backend {
   uint64_t getSequenceNumberForGroup() override { return gloo_->getSequenceNumberForGroup(); }
 
   WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
-    flush_device();
-    auto st = stage_all(tensors, kReadWrite);
-    auto b = bufs(st);
-    auto inner = gloo_->broadcast(b, opts);
-    return track(OpType::BROADCAST, inner, [st] { write_back(st); }, tensors);
+    return in_place(OpType::BROADCAST, tensors, kReadWrite, [&](std::vector<at::Tensor>& b) {
+      return gloo_->broadcast(b, opts);
+    });
   }
 
   WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
     TORCH_CHECK(!opts.sparseIndices.has_value(), "hccl: sparse all_reduce is not supported");
-    TORCH_CHECK(!tensors.empty(), "hccl: all_reduce needs a tensor");
-    flush_device();
-    Reduction r = reduction(opts.reduceOp, tensors[0].scalar_type());
-    auto st = stage_all(tensors, kReadWrite, true);
-    auto b = bufs(st);
-    c10d::AllreduceOptions o = opts;
-    o.reduceOp = r.gloo_op;
-    auto inner = gloo_->allreduce(b, o);
-    return track(OpType::ALLREDUCE, inner, post_reduce(st, r.average, true), tensors);
+    return reducing(OpType::ALLREDUCE, "all_reduce", tensors, opts, true,
+                    [&](std::vector<at::Tensor>& b, c10d::AllreduceOptions& o) { return gloo_->allreduce(b, o); });
   }
 
   WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors,
                               const c10d::AllreduceCoalescedOptions& opts) override {
-    TORCH_CHECK(!tensors.empty(), "hccl: all_reduce_coalesced needs tensors");
-    flush_device();
-    Reduction r = reduction(opts.reduceOp, tensors[0].scalar_type());
-    auto st = stage_all(tensors, kReadWrite, true);
-    auto b = bufs(st);
-    c10d::AllreduceCoalescedOptions o = opts;
-    o.reduceOp = r.gloo_op;
-    auto inner = gloo_->allreduce_coalesced(b, o);
-    return track(OpType::ALLREDUCE_COALESCED, inner, post_reduce(st, r.average, true), tensors);
+    return reducing(OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors, opts, true,
+                    [&](std::vector<at::Tensor>& b, c10d::AllreduceCoalescedOptions& o) {
+                      return gloo_->allreduce_coalesced(b, o);
+                    });
   }
 
   WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
-    TORCH_CHECK(!tensors.empty(), "hccl: reduce needs a tensor");
-    flush_device();
-    Reduction r = reduction(opts.reduceOp, tensors[0].scalar_type());
-    auto st = stage_all(tensors, kReadWrite, true);
-    auto b = bufs(st);
-    c10d::ReduceOptions o = opts;
-    o.reduceOp = r.gloo_op;
-    auto inner = gloo_->reduce(b, o);
-    return track(OpType::REDUCE, inner, post_reduce(st, r.average, getRank() == opts.rootRank), tensors);
+    return reducing(OpType::REDUCE, "reduce", tensors, opts, getRank() == opts.rootRank,
+                    [&](std::vector<at::Tensor>& b, c10d::ReduceOptions& o) { return gloo_->reduce(b, o); });
   }
 
   WorkPtr allgather(TensorLists& outputs, std::vector<at::Tensor>& inputs,
                     const c10d::AllgatherOptions& opts) override {
-    flush_device();
-    auto in = stage_all(inputs, kRead);
-    auto b_in = bufs(in);
-    auto outs = stage_lists(outputs, kWrite);
-    auto b_out = bufs_lists(outs);
-    auto inner = gloo_->allgather(*b_out, b_in, opts);
-    return track(OpType::ALLGATHER, inner, [in, outs, b_out] { write_back_lists(outs); }, flat(outputs));
+    return into_lists(OpType::ALLGATHER, outputs, inputs, [&](TensorLists& o, std::vector<at::Tensor>& i) {
+      return gloo_->allgather(o, i, opts);
+    });
   }
 
   WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override {
-    flush_device();
-    auto in = stage_all({input}, kRead);
-    auto out = stage_all({output}, kWrite);
-    auto inner = gloo_->_allgather_base((*out)[0].buf, (*in)[0].buf, opts);
-    return track(OpType::_ALLGATHER_BASE, inner, [in, out] { write_back(out); }, {output});
+    return one_to_one(OpType::_ALLGATHER_BASE, output, input, [&](at::Tensor& o, at::Tensor& i) {
+      return gloo_->_allgather_base(o, i, opts);
+    });
   }
 
   WorkPtr allgather_coalesced(TensorLists& outputs, std::vector<at::Tensor>& inputs,
                               const c10d::AllgatherOptions& opts) override {
-    flush_device();
-    auto in = stage_all(inputs, kRead);
-    auto b_in = bufs(in);
-    auto outs = stage_lists(outputs, kWrite);
-    auto b_out = bufs_lists(outs);
-    auto inner = gloo_->allgather_coalesced(*b_out, b_in, opts);
-    return track(OpType::ALLGATHER_COALESCED, inner, [in, outs, b_out] { write_back_lists(outs); },
-                 flat(outputs));
+    return into_lists(OpType::ALLGATHER_COALESCED, outputs, inputs, [&](TensorLists& o, std::vector<at::Tensor>& i) {
+      return gloo_->allgather_coalesced(o, i, opts);
+    });
   }
 
   WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -476,13 +439,9 @@ class ProcessGroupHCCL : public Backend {
   }
 
   WorkPtr gather(TensorLists& outputs, std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override {
-    flush_device();
-    auto in = stage_all(inputs, kRead);
-    auto b_in = bufs(in);
-    auto outs = stage_lists(outputs, kWrite);
-    auto b_out = bufs_lists(outs);
-    auto inner = gloo_->gather(*b_out, b_in, opts);
-    return track(OpType::GATHER, inner, [in, outs, b_out] { write_back_lists(outs); }, flat(outputs));
+    return into_lists(OpType::GATHER, outputs, inputs, [&](TensorLists& o, std::vector<at::Tensor>& i) {
+      return gloo_->gather(o, i, opts);
+    });
   }
 
   WorkPtr scatter(std::vector<at::Tensor>& outputs, TensorLists& inputs, const c10d::ScatterOptions& opts) override {
@@ -522,48 +481,22 @@ class ProcessGroupHCCL : public Backend {
 
   WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                const c10d::ReduceScatterOptions& opts) override {
-    flush_device();
-    Reduction r = reduction(opts.reduceOp, output.scalar_type());
-    auto in = stage_all({input}, kRead, true);
-    auto out = stage_all({output}, kWrite, true);
-    TORCH_CHECK(input.numel() == output.numel() * getSize(),
-                "hccl: reduce_scatter_tensor input must be world_size times the output's size");
-    std::function<void()> take;
-    auto inner = reduce_scatter_flat({(*out)[0].buf.view({-1})}, {(*in)[0].buf.view({-1})}, r, opts, &take);
-    auto post = post_reduce(out, r.average, true);
-    return track(OpType::_REDUCE_SCATTER_BASE, inner, [in, take, post] { take(); post(); }, {output});
+    std::vector<at::Tensor> outputs{output}, inputs{input};
+    return reduce_scatter_tensors(OpType::_REDUCE_SCATTER_BASE, outputs, inputs, opts);
   }
 
   WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::ReduceScatterOptions& opts) override {
     TORCH_CHECK(!outputs.empty(), "hccl: reduce_scatter_tensor_coalesced needs output tensors");
-    flush_device();
-    Reduction r = reduction(opts.reduceOp, outputs[0].scalar_type());
-    auto in = stage_all(inputs, kRead, true);
-    auto b_in = bufs(in);
-    auto out = stage_all(outputs, kWrite, true);
-    auto b_out = bufs(out);
-    TORCH_CHECK(inputs.size() == outputs.size(), "hccl: reduce_scatter_tensor_coalesced needs as many inputs as outputs");
-    std::vector<at::Tensor> flat_out, flat_in;
-    for (size_t i = 0; i < b_out.size(); ++i) {
-      TORCH_CHECK(b_in[i].numel() == b_out[i].numel() * getSize(),
-                  "hccl: reduce_scatter_tensor input must be world_size times the output's size");
-      flat_out.push_back(b_out[i].view({-1}));
-      flat_in.push_back(b_in[i].view({-1}));
-    }
-    std::function<void()> take;
-    auto inner = reduce_scatter_flat(flat_out, flat_in, r, opts, &take);
-    auto post = post_reduce(out, r.average, true);
-    return track(OpType::COALESCED, inner, [in, take, post] { take(); post(); }, outputs);
+    return reduce_scatter_tensors(OpType::COALESCED, outputs, inputs, opts);
   }
+
 
   WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
                         std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) override {
-    flush_device();
-    auto in = stage_all({input}, kRead);
-    auto out = stage_all({output}, kWrite);
-    auto inner = gloo_->alltoall_base((*out)[0].buf, (*in)[0].buf, output_split_sizes, input_split_sizes, opts);
-    return track(OpType::ALLTOALL_BASE, inner, [in, out] { write_back(out); }, {output});
+    return one_to_one(OpType::ALLTOALL_BASE, output, input, [&](at::Tensor& o, at::Tensor& i) {
+      return gloo_->alltoall_base(o, i, output_split_sizes, input_split_sizes, opts);
+    });
   }
 
   // Gloo has only the single-tensor form: the lists travel as one flat buffer each, split by
@@ -607,27 +540,21 @@ class ProcessGroupHCCL : public Backend {
   }
 
   WorkPtr send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override {
-    flush_device();
-    auto st = stage_all(tensors, kRead);
-    auto b = bufs(st);
-    auto inner = gloo_->send(b, dst_rank, tag);
-    return track(OpType::SEND, inner, [st] {}, tensors);
+    return in_place(OpType::SEND, tensors, kRead, [&](std::vector<at::Tensor>& b) {
+      return gloo_->send(b, dst_rank, tag);
+    });
   }
 
   WorkPtr recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override {
-    flush_device();
-    auto st = stage_all(tensors, kWrite);
-    auto b = bufs(st);
-    auto inner = gloo_->recv(b, src_rank, tag);
-    return track(OpType::RECV, inner, [st] { write_back(st); }, tensors);
+    return in_place(OpType::RECV, tensors, kWrite, [&](std::vector<at::Tensor>& b) {
+      return gloo_->recv(b, src_rank, tag);
+    });
   }
 
   WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
-    flush_device();
-    auto st = stage_all(tensors, kWrite);
-    auto b = bufs(st);
-    auto inner = gloo_->recvAnysource(b, tag);
-    return track(OpType::RECVANYSOURCE, inner, [st] { write_back(st); }, tensors);
+    return in_place(OpType::RECVANYSOURCE, tensors, kWrite, [&](std::vector<at::Tensor>& b) {
+      return gloo_->recvAnysource(b, tag);
+    });
   }
 
   WorkPtr barrier(const c10d::BarrierOptions& opts) override {
@@ -638,6 +565,79 @@ class ProcessGroupHCCL : public Backend {
   }
 
  private:
+  // The shapes of call the collectives share: each stages the hpu tensors as Gloo buffers,
+  // issues the Gloo call and tracks a Work whose completion writes the results back.
+
+  // Tensors Gloo reads and/or overwrites in place (broadcast, send, recv).
+  template <class Call>
+  WorkPtr in_place(OpType type, std::vector<at::Tensor>& tensors, Access access, Call call) {
+    flush_device();
+    auto st = stage_all(tensors, access);
+    auto b = bufs(st);
+    auto inner = call(b);
+    return track(type, inner, [st] { write_back(st); }, tensors);
+  }
+
+  // Reductions into the tensors themselves; `holds_result`: this rank receives the result.
+  template <class Opts, class Call>
+  WorkPtr reducing(OpType type, const char* name, std::vector<at::Tensor>& tensors, const Opts& opts,
+                   bool holds_result, Call call) {
+    TORCH_CHECK(!tensors.empty(), "hccl: ", name, " needs a tensor");
+    flush_device();
+    Reduction r = reduction(opts.reduceOp, tensors[0].scalar_type());
+    auto st = stage_all(tensors, kReadWrite, true);
+    auto b = bufs(st);
+    Opts o = opts;
+    o.reduceOp = r.gloo_op;
+    auto inner = call(b, o);
+    return track(type, inner, post_reduce(st, r.average, holds_result), tensors);
+  }
+
+  // One input list into lists of outputs (allgather, gather).
+  template <class Call>
+  WorkPtr into_lists(OpType type, TensorLists& outputs, std::vector<at::Tensor>& inputs, Call call) {
+    flush_device();
+    auto in = stage_all(inputs, kRead);
+    auto b_in = bufs(in);
+    auto outs = stage_lists(outputs, kWrite);
+    auto b_out = bufs_lists(outs);
+    auto inner = call(*b_out, b_in);
+    return track(type, inner, [in, outs, b_out] { write_back_lists(outs); }, flat(outputs));
+  }
+
+  // One input tensor into one output tensor.
+  template <class Call>
+  WorkPtr one_to_one(OpType type, at::Tensor& output, at::Tensor& input, Call call) {
+    flush_device();
+    auto in = stage_all({input}, kRead);
+    auto out = stage_all({output}, kWrite);
+    auto inner = call((*out)[0].buf, (*in)[0].buf);
+    return track(type, inner, [in, out] { write_back(out); }, {output});
+  }
+
+  // Reduce-scatter of whole tensors: input i is world_size times output i.
+  WorkPtr reduce_scatter_tensors(OpType type, std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                 const c10d::ReduceScatterOptions& opts) {
+    TORCH_CHECK(inputs.size() == outputs.size(), "hccl: reduce_scatter_tensor_coalesced needs as many inputs as outputs");
+    flush_device();
+    Reduction r = reduction(opts.reduceOp, outputs[0].scalar_type());
+    auto in = stage_all(inputs, kRead, true);
+    auto b_in = bufs(in);
+    auto out = stage_all(outputs, kWrite, true);
+    auto b_out = bufs(out);
+    std::vector<at::Tensor> flat_out, flat_in;
+    for (size_t i = 0; i < b_out.size(); ++i) {
+      TORCH_CHECK(b_in[i].numel() == b_out[i].numel() * getSize(),
+                  "hccl: reduce_scatter_tensor input must be world_size times the output's size");
+      flat_out.push_back(b_out[i].view({-1}));
+      flat_in.push_back(b_in[i].view({-1}));
+    }
+    std::function<void()> take;
+    auto inner = reduce_scatter_flat(flat_out, flat_in, r, opts, &take);
+    auto post = post_reduce(out, r.average, true);
+    return track(type, inner, [in, take, post] { take(); post(); }, outputs);
+  }
+
   // Gloo's reduce-scatter only sums. Other ops reduce a scratch copy of the whole input with
   // all_reduce and keep this rank's chunk (*take copies it into the output once done).
   WorkPtr reduce_scatter_flat(std::vector<at::Tensor> outs, std::vector<at::Tensor> ins, const Reduction& r,
