@@ -228,7 +228,12 @@ type Recipe struct {
 	pins     []uintptr
 	scratch  []unsafe.Pointer // internal storages the recipe owns
 	released bool
+	rebind   []argRef // operands over the storages a run rebinds (inputs, outputs)
+	runG     *graph   // the bound graph synchronous runs reuse (guarded by mu)
 }
+
+// argRef names operand arg of node node.
+type argRef struct{ node, arg int32 }
 
 // RecipeInfo describes a finished capture to the caller.
 type RecipeInfo struct {
@@ -336,6 +341,11 @@ func EndCapture(inBase, inPtr, inLo, inHi, outBase []uintptr) (*Recipe, RecipeIn
 		if randomOps[n.op.Name] {
 			r.random = append(r.random, i)
 		}
+		for k, a := range n.args {
+			if a.sto >= 0 && (r.class[a.sto] == classInput || r.class[a.sto] == classOutput) {
+				r.rebind = append(r.rebind, argRef{int32(i), int32(k)})
+			}
+		}
 	}
 	p, err := cache.get(g)
 	if err != nil {
@@ -395,64 +405,77 @@ func (r *Recipe) Release() {
 	r.scratch = nil
 }
 
-// bind builds the graph a run executes: the template's nodes over the new input and
-// output storages (the rest stay at the captured addresses), with fresh random draws.
-func (r *Recipe) bind(in, out []unsafe.Pointer, rnd []int64) (*graph, error) {
-	t := r.g
+// checkRun checks a run's arguments against the recipe.
+func (r *Recipe) checkRun(in, out []unsafe.Pointer, rnd []int64) error {
 	if len(in) != len(r.inputs) || len(out) != len(r.outputs) {
-		return nil, fmt.Errorf("recipe %s: expected %d inputs and %d outputs, got %d and %d",
+		return fmt.Errorf("recipe %s: expected %d inputs and %d outputs, got %d and %d",
 			r.id, len(r.inputs), len(r.outputs), len(in), len(out))
 	}
 	if len(rnd) != 2*len(r.random) {
-		return nil, fmt.Errorf("recipe %s: expected %d random draws, got %d", r.id, len(r.random), len(rnd)/2)
+		return fmt.Errorf("recipe %s: expected %d random draws, got %d", r.id, len(r.random), len(rnd)/2)
 	}
+	return nil
+}
+
+// newBound copies the template into a graph a run can bind (bindInto): nodes, operands
+// and the storages a run rebinds are its own, the rest stay the captured ones.
+func (r *Recipe) newBound() *graph {
+	t := r.g
 	g := &graph{nodes: make([]node, len(t.nodes)), stos: make([]*storage, len(t.stos)), dead: t.dead,
 		reason: "recipe run", reuse: r.p.remap != nil}
-	set := make([]bool, len(t.stos))
+	for i, s := range t.stos {
+		g.stos[i] = s
+		if c := r.class[i]; c == classInput || c == classOutput {
+			g.stos[i] = &storage{ptr: s.ptr, base: s.base, size: s.size}
+		}
+	}
+	nargs := 0
+	for i := range t.nodes {
+		nargs += len(t.nodes[i].args)
+	}
+	args := make([]operand, 0, nargs)
+	for i := range t.nodes {
+		n := t.nodes[i]
+		base := len(args)
+		args = append(args, n.args...)
+		n.args = args[base:len(args):len(args)]
+		g.nodes[i] = n
+	}
+	for _, ni := range r.random {
+		n := &g.nodes[ni]
+		n.ints = append([]int64(nil), n.ints...)
+	}
+	return g
+}
+
+// bindInto points a graph from newBound at a run's storages (checked by checkRun): the
+// inputs' and outputs' storages and the operands over them, and the fresh random draws.
+func (r *Recipe) bindInto(g *graph, in, out []unsafe.Pointer, rnd []int64) {
 	for i, s := range r.inputs {
-		if s.ord >= 0 && !set[s.ord] {
+		if s.ord >= 0 {
 			ptr := unsafe.Add(in[i], -int(s.delta))
-			g.stos[s.ord] = &storage{ptr: ptr, base: uintptr(ptr), size: t.stos[s.ord].size}
-			set[s.ord] = true
+			g.stos[s.ord].ptr, g.stos[s.ord].base = ptr, uintptr(ptr)
 		}
 	}
 	for k, ord := range r.outputs {
 		if ord >= 0 {
-			g.stos[ord] = &storage{ptr: out[k], base: uintptr(out[k]), size: t.stos[ord].size}
-			set[ord] = true
+			g.stos[ord].ptr, g.stos[ord].base = out[k], uintptr(out[k])
 		}
 	}
-	for i, s := range t.stos {
-		if !set[i] {
-			g.stos[i] = s
-		}
-	}
-	args := make([]operand, 0, 4*len(t.nodes))
-	for i := range t.nodes {
-		n := t.nodes[i]
-		base := len(args)
-		for _, a := range n.args {
-			if a.sto >= 0 {
-				a.t.Ptr = unsafe.Add(g.stos[a.sto].ptr, a.off)
-			}
-			args = append(args, a)
-		}
-		n.args = args[base:len(args):len(args)]
-		g.nodes[i] = n
+	for _, ref := range r.rebind {
+		a := &g.nodes[ref.node].args[ref.arg]
+		a.t.Ptr = unsafe.Add(g.stos[a.sto].ptr, a.off)
 	}
 	for k, ni := range r.random {
-		n := &g.nodes[ni]
-		ints := append([]int64(nil), n.ints...)
+		ints := g.nodes[ni].ints
 		ints[0], ints[1] = rnd[2*k], rnd[2*k+1]
-		n.ints = ints
 	}
-	return g, nil
 }
 
 // RunRecipe runs the recipe once over new storages: in holds the input tensors' data
 // pointers (as at capture), out the output slots' fresh storages, rnd a (seed, offset)
 // pair per random op. In lazy mode the pending graph runs first. A failing op is
-// reported by name; the process goes on.
+// reported by name; the process goes on. Runs reuse one bound graph: no allocation.
 func RunRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 	if e := eng; e != nil {
 		if err := e.sync("recipe run"); err != nil {
@@ -464,11 +487,14 @@ func RunRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 	if r.released {
 		return fmt.Errorf("recipe %s was released", r.id)
 	}
-	g, err := r.bind(in, out, rnd)
-	if err != nil {
+	if err := r.checkRun(in, out, rnd); err != nil {
 		return err
 	}
-	return runPlan(g, r.p, r.id)
+	if r.runG == nil {
+		r.runG = r.newBound()
+	}
+	r.bindInto(r.runG, in, out, rnd)
+	return runPlan(r.runG, r.p, r.id)
 }
 
 // runPlan runs a plan's steps over a bound graph on the calling thread.
@@ -504,11 +530,13 @@ func LaunchRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 		r.mu.Unlock()
 		return fmt.Errorf("recipe %s was released", r.id)
 	}
-	g, err := r.bind(in, out, rnd)
-	r.mu.Unlock()
-	if err != nil {
+	if err := r.checkRun(in, out, rnd); err != nil {
+		r.mu.Unlock()
 		return err
 	}
+	g := r.newBound() // queued: a graph of its own
+	r.bindInto(g, in, out, rnd)
+	r.mu.Unlock()
 	if err := e.launchBound(g, r.p, "replay of "+r.id); err != nil {
 		return err
 	}
@@ -543,18 +571,7 @@ func (e *engine) launchBound(g *graph, p *plan, reason string) error {
 	g.launched.Store(g.seq)
 	g.reason = reason
 	g.taken = len(g.nodes)
-	for _, st := range g.stos {
-		st.lastUse = g.seq
-	}
-	for k := range g.nodes {
-		n := &g.nodes[k]
-		for _, w := range n.eff.writes {
-			if w < len(n.args) && n.args[w].sto >= 0 {
-				st := g.stos[n.args[w].sto]
-				st.lastWrite, st.lastWriteNode = g.seq, k
-			}
-		}
-	}
+	markLaunched(g)
 	e.mu.Unlock()
 	e.qmu.Lock()
 	e.inflight++

@@ -412,18 +412,7 @@ func (e *engine) launchCurrent(reason string) error {
 	g.launched.Store(g.seq)
 	g.reason = reason
 	taken := g.taken // final: the worker streams only the current graph
-	for _, st := range g.stos {
-		st.lastUse = g.seq
-	}
-	for k := range g.nodes {
-		n := &g.nodes[k]
-		for _, w := range n.eff.writes {
-			if w < len(n.args) && n.args[w].sto >= 0 {
-				st := g.stos[n.args[w].sto]
-				st.lastWrite, st.lastWriteNode = g.seq, k
-			}
-		}
-	}
+	markLaunched(g)
 	e.mu.Unlock()
 	// The worker may still be streaming g's prefix: a failed compilation is reported (and
 	// g released) by the worker too, after that.
@@ -439,6 +428,23 @@ func (e *engine) launchCurrent(reason string) error {
 	e.closing--
 	e.mu.Unlock()
 	return nil
+}
+
+// markLaunched records graph g (numbered) as the newest to use each of its storages and
+// to write those its nodes write (with engine.mu held), for host reads' waits.
+func markLaunched(g *graph) {
+	for _, st := range g.stos {
+		st.lastUse = g.seq
+	}
+	for k := range g.nodes {
+		n := &g.nodes[k]
+		for _, w := range n.eff.writes {
+			if w < len(n.args) && n.args[w].sto >= 0 {
+				st := g.stos[n.args[w].sto]
+				st.lastWrite, st.lastWriteNode = g.seq, k
+			}
+		}
+	}
 }
 
 // sync launches pending work, waits for the worker, and returns (and clears) the first

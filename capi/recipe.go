@@ -138,20 +138,7 @@ func pointers(p *unsafe.Pointer, n C.int) []unsafe.Pointer {
 func hpusim_recipe_run(h C.int64_t, in *unsafe.Pointer, nin C.int, out *unsafe.Pointer, nout C.int,
 	rnd *C.int64_t, nrnd C.int) (rc C.int) {
 	defer guard(&rc)
-	recipesMu.Lock()
-	r := recipes[int64(h)]
-	recipesMu.Unlock()
-	if r == nil {
-		return setErr(fmt.Errorf("unknown recipe handle %d", int64(h)))
-	}
-	var draws []int64
-	if nrnd > 0 && rnd != nil {
-		draws = unsafe.Slice((*int64)(unsafe.Pointer(rnd)), int(nrnd))
-	}
-	if err := bridge.RunRecipe(r, pointers(in, nin), pointers(out, nout), draws); err != nil {
-		return setErr(err)
-	}
-	return statusOK
+	return recipeCall(bridge.RunRecipe, h, in, nin, out, nout, rnd, nrnd)
 }
 
 // hpusim_recipe_launch queues a run of a recipe on the lazy worker and returns at once
@@ -161,6 +148,13 @@ func hpusim_recipe_run(h C.int64_t, in *unsafe.Pointer, nin C.int, out *unsafe.P
 func hpusim_recipe_launch(h C.int64_t, in *unsafe.Pointer, nin C.int, out *unsafe.Pointer, nout C.int,
 	rnd *C.int64_t, nrnd C.int) (rc C.int) {
 	defer guard(&rc)
+	return recipeCall(bridge.LaunchRecipe, h, in, nin, out, nout, rnd, nrnd)
+}
+
+// recipeCall looks the handle up and hands the run's arguments to run (RunRecipe or
+// LaunchRecipe).
+func recipeCall(run func(*bridge.Recipe, []unsafe.Pointer, []unsafe.Pointer, []int64) error, h C.int64_t,
+	in *unsafe.Pointer, nin C.int, out *unsafe.Pointer, nout C.int, rnd *C.int64_t, nrnd C.int) C.int {
 	recipesMu.Lock()
 	r := recipes[int64(h)]
 	recipesMu.Unlock()
@@ -171,7 +165,7 @@ func hpusim_recipe_launch(h C.int64_t, in *unsafe.Pointer, nin C.int, out *unsaf
 	if nrnd > 0 && rnd != nil {
 		draws = unsafe.Slice((*int64)(unsafe.Pointer(rnd)), int(nrnd))
 	}
-	if err := bridge.LaunchRecipe(r, pointers(in, nin), pointers(out, nout), draws); err != nil {
+	if err := run(r, pointers(in, nin), pointers(out, nout), draws); err != nil {
 		return setErr(err)
 	}
 	return statusOK

@@ -134,6 +134,26 @@ def glue() -> ctypes.CDLL:
     return _glue
 
 
+def glue_module(name: str):
+    """The Python module `name` whose init function lives in the glue library (pybind11):
+    importing the file ctypes already loaded reuses that copy and its registrations."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    load()
+    path = os.path.join(LIB_DIR, "libhpu_glue.so")
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
 def fast_ops(on: bool) -> bool:
     """Turn the glue's fast C++ kernels on or off (HPUSIM_FAST_OPS); returns the previous state."""
     return bool(glue().hpusim_glue_fast_ops(1 if on else 0))

@@ -21,6 +21,7 @@ hpu generator at every run, as the same ops run eagerly would.
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from array import array
 from typing import Any, Callable, Sequence
@@ -48,34 +49,32 @@ class NotCapturable(RuntimeError):
         self.outputs = outputs
 
 
-_bound = False
-_bind_lock = threading.Lock()
 _capture_lock = threading.Lock()
 
 
+@functools.cache
 def _lib() -> ctypes.CDLL:
-    global _bound
+    """The Go core with the capture entry points' signatures set (once)."""
     lib = _native.load()
-    if not _bound:
-        with _bind_lock:
-            i64p = ctypes.POINTER(ctypes.c_int64)
-            lib.hpusim_capture_begin.argtypes = [ctypes.c_int, ctypes.c_int]
-            lib.hpusim_capture_begin.restype = ctypes.c_int
-            lib.hpusim_capture_abort.argtypes, lib.hpusim_capture_abort.restype = [], ctypes.c_int
-            lib.hpusim_capture_poison.argtypes = [ctypes.c_char_p]
-            lib.hpusim_capture_poison.restype = ctypes.c_int
-            lib.hpusim_capture_end.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                               ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, i64p, i64p,
-                                               ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
-            lib.hpusim_capture_end.restype = ctypes.c_int
-            lib.hpusim_recipe_run.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
-                                              ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
-            lib.hpusim_recipe_run.restype = ctypes.c_int
-            lib.hpusim_recipe_launch.argtypes = lib.hpusim_recipe_run.argtypes
-            lib.hpusim_recipe_launch.restype = ctypes.c_int
-            lib.hpusim_recipe_free.argtypes, lib.hpusim_recipe_free.restype = [ctypes.c_int64], ctypes.c_int
-            _bound = True
+    i64p = ctypes.POINTER(ctypes.c_int64)
+    sigs = {
+        "hpusim_capture_begin": ([ctypes.c_int, ctypes.c_int], ctypes.c_int),
+        "hpusim_capture_abort": ([], ctypes.c_int),
+        "hpusim_capture_poison": ([ctypes.c_char_p], ctypes.c_int),
+        "hpusim_capture_end": ([ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_int, ctypes.c_void_p, i64p, i64p, ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
+        "hpusim_recipe_free": ([ctypes.c_int64], ctypes.c_int),
+    }
+    for name, (args, res) in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, res
     return lib
+
+
+def _recipe_c():
+    """The C++ half of a recipe run (csrc/hpu_recipe.cpp)."""
+    return _native.glue_module("habana_frameworks.torch._recipe_C")
 
 
 def _addr(a: array) -> int | None:
@@ -156,10 +155,6 @@ class Session:
         self.generators.append(generator if generator is not None else _hpu_random.default_generators[0])
 
 
-# Output kinds of a recipe.
-_OUT_CONST, _OUT_INPUT_VIEW, _OUT_FRESH, _OUT_SAME = range(4)
-
-
 class Recipe:
     """A captured graph, runnable over new inputs with `run` (one call into Go)."""
 
@@ -169,11 +164,9 @@ class Recipe:
         self._inputs: list[tuple] = []          # per input: check data (see _check_inputs)
         self._alias_checks: list[tuple[int, int, int]] = []  # (i, j, byte distance)
         self._unconfined: list[tuple[int, int]] = []  # (input, storage offset) that must match
-        self._out_slots: list[tuple | None] = []  # per output storage: (nbytes, dtype, shape, stride) or None
-        self._outputs: list[tuple] = []         # per output: (kind, ...)
         self._structure: Any = None             # list / tuple / single tensor
+        self._fast: Any = None                  # the C++ runner (_recipe_C.RecipeCall)
         self._generators: list[tuple[torch.Generator, int]] = []  # runs of draws per generator
-        self._device: torch.device | None = None
         self.used_inputs: list[int] = []  # indices of the inputs whose storage the graph touches
 
     def __del__(self):
@@ -211,64 +204,28 @@ class Recipe:
         """Run the recipe over new inputs (same dtypes, shapes and strides as at capture;
         anything else raises ValueError naming the input). Returns fresh outputs, shaped as
         fn's return value. A failing op raises RuntimeError here, naming it."""
-        return self._call(inputs, _lib().hpusim_recipe_run)
+        return self._call(inputs, False)
 
     def launch(self, inputs: Sequence[Any]) -> Any:
         """As run, but in lazy mode the run is queued on the lazy worker after the pending
         graph and the call returns at once (a failure is raised at the next mark_step or
         host read); in eager mode it is run."""
-        return self._call(inputs, _lib().hpusim_recipe_launch)
+        return self._call(inputs, True)
 
-    def _call(self, inputs: Sequence[Any], entry) -> Any:
+    def _call(self, inputs: Sequence[Any], launch: bool) -> Any:
+        # The checks, output allocation and the call into Go happen in C++ (csrc/hpu_recipe.cpp).
         if not self._handle:
             raise RuntimeError("recipe was released")
-        self._check_inputs(inputs)
-        dev = self._device
-        fresh = []
-        for slot in self._out_slots:
-            if slot is None:
-                fresh.append(None)  # bound memory: Go keeps the captured storage
-                continue
-            nbytes, dtype, shape, stride = slot
-            if dtype is None:
-                fresh.append(torch.empty(nbytes, dtype=torch.uint8, device=dev))
-            else:
-                fresh.append(torch.empty_strided(shape, stride, dtype=dtype, device=dev))
-        ins = array("q", [x.data_ptr() if isinstance(x, torch.Tensor) else 0 for x in inputs])
-        outs = array("q", [0 if t is None else t.data_ptr() for t in fresh])
-        rnd = None
         if self._generators:
             parts = [torch.empty(2 * k, dtype=torch.int64).random_(generator=g) for g, k in self._generators]
-            rnd = array("q", (torch.cat(parts) if len(parts) > 1 else parts[0]).tolist())
-        rc = entry(self._handle, _addr(ins), len(ins), _addr(outs), len(outs),
-                   _addr(rnd) if rnd is not None else None, len(rnd) if rnd is not None else 0)
-        if rc != 0:
-            raise RuntimeError(_native.last_error())
-        result = []
-        for o in self._outputs:
-            kind = o[0]
-            if kind == _OUT_FRESH:
-                _, slot, whole, dtype, shape, stride, off = o
-                base = fresh[slot]
-                if whole:
-                    result.append(base)
-                else:
-                    result.append(torch.empty(0, dtype=dtype, device=dev).set_(
-                        base.untyped_storage(), off, shape, stride))
-            elif kind == _OUT_INPUT_VIEW:
-                _, i, dtype, shape, stride, delta = o
-                x = inputs[i]
-                if x.dtype == dtype:
-                    result.append(x.as_strided(shape, stride, x.storage_offset() + delta))
-                else:
-                    result.append(torch.empty(0, dtype=dtype, device=dev).set_(
-                        x.untyped_storage(), x.storage_offset() * x.element_size() // dtype.itemsize + delta,
-                        shape, stride))
-            elif kind == _OUT_SAME:
-                result.append(result[o[1]])
-            else:
-                result.append(o[1])
-        return _restructure(self._structure, result)
+            rnd = torch.cat(parts) if len(parts) > 1 else parts[0]
+            flat = self._fast.run(inputs, launch, rnd.data_ptr(), rnd.numel())
+        else:
+            flat = self._fast.run(inputs, launch)
+        if flat is None:
+            self._check_inputs(inputs)  # raises the ValueError that says what differs
+            raise ValueError("recipe inputs do not match the capture")
+        return _restructure(self._structure, flat)
 
 
 def _flatten(outs: Any) -> tuple[Any, list[Any]]:
@@ -349,19 +306,28 @@ def _finish(lib: ctypes.CDLL, hooks: Session, inputs: list[Any], outs: Any) -> R
             rec._generators[-1] = (g, rec._generators[-1][1] + 1)
         else:
             rec._generators.append((g, 1))
-    rec._device = next((x.device for _, x in tensors_in), None) or next(
+    device = next((x.device for _, x in tensors_in), None) or next(
         (o.device for o in flat if isinstance(o, torch.Tensor) and o.device.type == "hpu"), torch.device("hpu"))
-    for x in inputs:
-        rec._inputs.append((x.dtype, x.shape, x.stride()) if isinstance(x, torch.Tensor) else (None, x))
+    fast = _recipe_c().RecipeCall(handle.value, device.index or 0)
+    rec._fast = fast
+    unconfined = {i for k, (i, _) in enumerate(tensors_in) if not confined[k] & 1}
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor):
+            rec._inputs.append((x.dtype, x.shape, x.stride()))
+            fast.add_tensor_input(x, i in unconfined)
+        else:
+            rec._inputs.append((None, x))
+            fast.add_value_input(x)
     seen: dict[int, int] = {}
     rec.used_inputs = [i for k, (i, _) in enumerate(tensors_in) if confined[k] & 2]
     for k, (i, x) in enumerate(tensors_in):
-        if not confined[k] & 1:
+        if i in unconfined:
             rec._unconfined.append((i, x.storage_offset()))
         first = seen.setdefault(in_base[k], k)
         if first != k:
             j0 = tensors_in[first][0]
             rec._alias_checks.append((j0, i, in_ptr[k] - in_ptr[first]))
+            fast.add_alias_check(j0, i, in_ptr[k] - in_ptr[first])
     # Outputs: fresh storages are allocated per run; a tensor that fills its storage
     # exactly is allocated as itself (one call), anything else as a byte buffer it views.
     slot_users: dict[int, list[torch.Tensor]] = {}
@@ -371,28 +337,30 @@ def _finish(lib: ctypes.CDLL, hooks: Session, inputs: list[Any], outs: Any) -> R
             if b in out_bases and not bound[out_bases.index(b)]:
                 slot_users.setdefault(b, []).append(o)
     slot_index: dict[int, int] = {}
+    slot_tensor: list[torch.Tensor | None] = []  # per slot: the output allocated as itself
     for k, b in enumerate(out_bases):
+        slot_tensor.append(None)
         if bound[k]:
             # Pre-existing memory the recipe writes in place: it is not rebound, so the
             # slot's pointer is the captured one.
-            rec._out_slots.append(None)
+            fast.add_slot_bound()
             continue
         users = slot_users[b]
         nbytes = users[0].untyped_storage().nbytes()
         whole = [u for u in users if _fills(u, nbytes)]
         if whole:
-            u = whole[0]
-            rec._out_slots.append((nbytes, u.dtype, tuple(u.shape), u.stride()))
+            slot_tensor[k] = whole[0]
+            fast.add_slot_like(whole[0])
         else:
-            rec._out_slots.append((nbytes, None, (), ()))
+            fast.add_slot_bytes(nbytes)
         slot_index[b] = k
     by_id: dict[int, int] = {}
     for n, o in enumerate(flat):
         if not isinstance(o, torch.Tensor) or o.device.type != "hpu":
-            rec._outputs.append((_OUT_CONST, o))
+            fast.add_out_const(o)
             continue
         if id(o) in by_id:
-            rec._outputs.append((_OUT_SAME, by_id[id(o)]))
+            fast.add_out_same(by_id[id(o)])
             continue
         by_id[id(o)] = n
         b = o.untyped_storage().data_ptr()
@@ -400,15 +368,15 @@ def _finish(lib: ctypes.CDLL, hooks: Session, inputs: list[Any], outs: Any) -> R
             i = in_storage[b]
             x = inputs[i]
             delta = (o.storage_offset() * o.element_size() - x.storage_offset() * x.element_size()) // o.element_size()
-            rec._outputs.append((_OUT_INPUT_VIEW, i, o.dtype, tuple(o.shape), o.stride(), delta))
+            fast.add_out_input_view(i, o, delta)
         elif b in slot_index:
             k = slot_index[b]
-            slot = rec._out_slots[k]
-            whole = slot is not None and slot[1] is not None and o.dtype == slot[1] and tuple(o.shape) == slot[2] \
-                and o.stride() == slot[3] and o.storage_offset() == 0
-            rec._outputs.append((_OUT_FRESH, k, whole, o.dtype, tuple(o.shape), o.stride(), o.storage_offset()))
+            u = slot_tensor[k]
+            whole = u is not None and o.dtype == u.dtype and o.shape == u.shape and o.stride() == u.stride() \
+                and o.storage_offset() == 0
+            fast.add_out_fresh(k, whole, o)
         else:
-            rec._outputs.append((_OUT_CONST, o))  # bound memory (or empty): the captured tensor itself
+            fast.add_out_const(o)  # bound memory (or empty): the captured tensor itself
     rec._structure = structure
     return rec
 

@@ -1,0 +1,213 @@
+// The host side of a recipe run (_recipe.Recipe.run/launch) in C++: check the inputs
+// against the capture, allocate the fresh output storages, call the Go core once, and
+// build the outputs (fresh tensors, views of inputs, captured constants).
+//
+// Done in Python, that was ~20 us a run (ctypes argument arrays, torch.empty_strided per
+// output, the checks in interpreted code): more than the small graphs it runs. Here it is
+// a few microseconds. The spec of a recipe is built once, at capture end, from the
+// captured tensors; the precise error for inputs that do not match stays in Python
+// (run returns None and _recipe raises it).
+#include <ATen/ATen.h>
+#include <c10/util/SmallVector.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+extern "C" {
+int hpusim_recipe_run(int64_t h, void** in, int nin, void** out, int nout, int64_t* rnd, int nrnd);
+int hpusim_recipe_launch(int64_t h, void** in, int nin, void** out, int nout, int64_t* rnd, int nrnd);
+int hpusim_last_error(char* buf, int n);
+}
+
+// Hidden, as pybind11 is: the specs hold Python objects.
+namespace hpusim_recipe __attribute__((visibility("hidden"))) {
+namespace py = pybind11;
+
+struct Meta {
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+
+  static Meta of(const at::Tensor& t) {
+    return Meta{t.scalar_type(), t.sizes().vec(), t.strides().vec(), t.storage_offset()};
+  }
+};
+
+struct Input {
+  bool tensor;
+  Meta meta;
+  bool check_offset;  // the graph reaches outside the view: the storage offset must match too
+  py::object value;   // a non-tensor input: the value it was captured with
+};
+
+enum SlotKind { kSlotBound, kSlotBytes, kSlotTyped };
+struct Slot {
+  SlotKind kind;
+  int64_t nbytes;
+  Meta meta;
+};
+
+enum OutKind { kOutConst, kOutInputView, kOutFresh, kOutSame };
+struct Output {
+  OutKind kind;
+  int64_t index;  // input (view), slot (fresh) or earlier output (same)
+  bool whole;     // fresh: the slot's tensor itself
+  int64_t delta;  // input view: element offset from the input's own
+  Meta meta;
+  py::object value;  // const
+};
+
+[[noreturn]] void raise_last_error() {
+  char buf[4096];
+  hpusim_last_error(buf, sizeof(buf));
+  throw std::runtime_error(buf);
+}
+
+class RecipeCall {
+ public:
+  RecipeCall(int64_t handle, int device) : handle_(handle), device_(c10::DeviceType::HPU, device) {}
+
+  void add_tensor_input(const at::Tensor& t, bool check_offset) {
+    inputs_.push_back(Input{true, Meta::of(t), check_offset, py::none()});
+  }
+  void add_value_input(py::object v) { inputs_.push_back(Input{false, Meta{}, false, std::move(v)}); }
+  void add_alias_check(int64_t i, int64_t j, int64_t dist) { aliases_.push_back({i, j, dist}); }
+
+  void add_slot_bound() { slots_.push_back(Slot{kSlotBound, 0, Meta{}}); }
+  void add_slot_bytes(int64_t nbytes) { slots_.push_back(Slot{kSlotBytes, nbytes, Meta{}}); }
+  void add_slot_like(const at::Tensor& t) { slots_.push_back(Slot{kSlotTyped, 0, Meta::of(t)}); }
+
+  void add_out_const(py::object v) { outputs_.push_back(Output{kOutConst, 0, false, 0, Meta{}, std::move(v)}); }
+  void add_out_input_view(int64_t i, const at::Tensor& o, int64_t delta) {
+    outputs_.push_back(Output{kOutInputView, i, false, delta, Meta::of(o), py::none()});
+  }
+  void add_out_fresh(int64_t slot, bool whole, const at::Tensor& o) {
+    outputs_.push_back(Output{kOutFresh, slot, whole, 0, Meta::of(o), py::none()});
+  }
+  void add_out_same(int64_t k) { outputs_.push_back(Output{kOutSame, k, false, 0, Meta{}, py::none()}); }
+
+  // Runs (launch: queues, in lazy mode) the recipe over `inputs`; rnd points at nrnd int64
+  // (seed, offset) words. Returns the flat outputs, or None when the inputs do not match
+  // the capture (the caller explains how).
+  py::object run(py::handle inputs, bool launch, int64_t rnd, int nrnd) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(inputs);
+    const size_t n = static_cast<size_t>(PySequence_Size(seq.ptr()));
+    if (n != inputs_.size()) return py::none();
+    // Locals, not members: the GIL is released around the Go call, so another thread
+    // may run this recipe meanwhile.
+    c10::SmallVector<void*, 8> in_ptrs(n), out_ptrs(slots_.size());
+    c10::SmallVector<at::Tensor, 8> tensors(n), fresh(slots_.size());
+    for (size_t i = 0; i < n; ++i) {
+      py::object x = seq[i];
+      const Input& spec = inputs_[i];
+      if (!spec.tensor) {
+        if (THPVariable_Check(x.ptr())) return py::none();
+        int eq = PyObject_RichCompareBool(x.ptr(), spec.value.ptr(), Py_EQ);
+        if (eq < 0) throw py::error_already_set();
+        if (eq == 0) return py::none();
+        in_ptrs[i] = nullptr;
+        continue;
+      }
+      if (!THPVariable_Check(x.ptr())) return py::none();
+      const at::Tensor& t = THPVariable_Unpack(x.ptr());
+      if (t.device().type() != c10::DeviceType::HPU || t.scalar_type() != spec.meta.dtype ||
+          t.sizes() != c10::IntArrayRef(spec.meta.sizes) || t.strides() != c10::IntArrayRef(spec.meta.strides) ||
+          (spec.check_offset && t.storage_offset() != spec.meta.offset))
+        return py::none();
+      tensors[i] = t;
+      in_ptrs[i] = const_cast<void*>(t.data_ptr());
+    }
+    for (const auto& a : aliases_) {
+      auto d = static_cast<char*>(in_ptrs[a[1]]) - static_cast<char*>(in_ptrs[a[0]]);
+      if (d != a[2]) return py::none();
+    }
+    for (size_t k = 0; k < slots_.size(); ++k) {
+      const Slot& s = slots_[k];
+      if (s.kind == kSlotBound) {
+        continue;  // bound memory (null): Go keeps the captured storage
+      }
+      fresh[k] = s.kind == kSlotBytes
+                      ? at::empty({s.nbytes}, at::TensorOptions().dtype(at::kByte).device(device_))
+                      : at::empty_strided(s.meta.sizes, s.meta.strides,
+                                          at::TensorOptions().dtype(s.meta.dtype).device(device_));
+      out_ptrs[k] = fresh[k].data_ptr();
+    }
+    int rc;
+    {
+      py::gil_scoped_release nogil;
+      auto entry = launch ? hpusim_recipe_launch : hpusim_recipe_run;
+      rc = entry(handle_, in_ptrs.data(), static_cast<int>(n), out_ptrs.data(), static_cast<int>(out_ptrs.size()),
+                 reinterpret_cast<int64_t*>(rnd), nrnd);
+    }
+    if (rc != 0) raise_last_error();
+    py::list result(outputs_.size());
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      const Output& o = outputs_[k];
+      switch (o.kind) {
+        case kOutConst:
+          result[k] = o.value;
+          break;
+        case kOutSame:
+          result[k] = result[o.index];
+          break;
+        case kOutFresh: {
+          const at::Tensor& base = fresh[o.index];
+          result[k] = o.whole ? wrap(base) : wrap(view_of(base.storage(), o.meta, o.meta.offset));
+          break;
+        }
+        case kOutInputView: {
+          const at::Tensor& x = tensors[o.index];
+          if (x.scalar_type() == o.meta.dtype) {
+            result[k] = wrap(x.as_strided(o.meta.sizes, o.meta.strides, x.storage_offset() + o.delta));
+          } else {
+            int64_t off = x.storage_offset() * static_cast<int64_t>(x.element_size()) /
+                              static_cast<int64_t>(c10::elementSize(o.meta.dtype)) +
+                          o.delta;
+            result[k] = wrap(view_of(x.storage(), o.meta, off));
+          }
+          break;
+        }
+      }
+    }
+    return result;
+  }
+
+ private:
+  at::Tensor view_of(const c10::Storage& storage, const Meta& m, int64_t offset) const {
+    return at::empty({0}, at::TensorOptions().dtype(m.dtype).device(device_)).set_(storage, offset, m.sizes, m.strides);
+  }
+  static py::object wrap(const at::Tensor& t) { return py::reinterpret_steal<py::object>(THPVariable_Wrap(t)); }
+
+  int64_t handle_;
+  c10::Device device_;
+  std::vector<Input> inputs_;
+  std::vector<std::array<int64_t, 3>> aliases_;
+  std::vector<Slot> slots_;
+  std::vector<Output> outputs_;
+};
+
+}  // namespace hpusim_recipe
+
+PYBIND11_MODULE(_recipe_C, m) {
+  namespace py = pybind11;
+  using hpusim_recipe::RecipeCall;
+  m.doc() = "hpusim's recipe runs: input checks, output allocation and the Go call in C++";
+  py::class_<RecipeCall>(m, "RecipeCall")
+      .def(py::init<int64_t, int>(), py::arg("handle"), py::arg("device"))
+      .def("add_tensor_input", &RecipeCall::add_tensor_input)
+      .def("add_value_input", &RecipeCall::add_value_input)
+      .def("add_alias_check", &RecipeCall::add_alias_check)
+      .def("add_slot_bound", &RecipeCall::add_slot_bound)
+      .def("add_slot_bytes", &RecipeCall::add_slot_bytes)
+      .def("add_slot_like", &RecipeCall::add_slot_like)
+      .def("add_out_const", &RecipeCall::add_out_const)
+      .def("add_out_input_view", &RecipeCall::add_out_input_view)
+      .def("add_out_fresh", &RecipeCall::add_out_fresh)
+      .def("add_out_same", &RecipeCall::add_out_same)
+      .def("run", &RecipeCall::run, py::arg("inputs"), py::arg("launch"), py::arg("rnd") = 0, py::arg("nrnd") = 0);
+}
