@@ -284,3 +284,23 @@ def test_single_and_none_outputs_keep_their_structure():
     r = rec.run([hpu(torch.ones(2))])
     assert isinstance(r, tuple) and r[1] is None and r[2] == 3
     close(r[0], torch.full((2,), 2.0))
+
+
+def test_pow_scalar_base_runs_native_and_captures(fallback_counter):
+    # A capturable optimizer's bias correction: beta ** step with the step a tensor.
+    steps = torch.tensor([1.0, 2.0, 7.0, 100.0, 0.0])
+
+    def f(s):
+        return [1 - torch.pow(0.9, s)]
+
+    rec, outs = _recipe.capture(f, [hpu(steps)])
+    assert not fallback_counter()
+    close(outs[0], f(steps)[0])
+    close(rec.run([hpu(steps + 1)])[0], f(steps + 1)[0])
+    out = hpu(torch.empty(5))
+    torch.pow(0.5, hpu(steps), out=out)
+    close(out, torch.pow(0.5, steps))
+    # An integer result is not native (CPU fallback), with CPU's result and dtype.
+    got = torch.pow(2, hpu(steps.to(torch.int64)))
+    assert got.dtype == torch.int64
+    torch.testing.assert_close(got.cpu(), torch.pow(2, steps.to(torch.int64)))

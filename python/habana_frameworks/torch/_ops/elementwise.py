@@ -434,6 +434,26 @@ def pow_ts_(self, exponent):
     return _pow_ts(self, exponent, out=self, inplace=True)
 
 
+def _pow_st(self, exponent, out=None):
+    """pow(Scalar self, Tensor exponent): the base is a scalar operand of ew.pow (a
+    capturable optimizer's bias corrections, beta ** step, run native in HPU graphs)."""
+    _complexy(self, exponent)
+    rt = _rt(self, exponent)
+    if not rt.is_floating_point:
+        raise NotNative
+    return ew("pow", [self, exponent], rt, out=out)
+
+
+@native("aten::pow.Scalar")
+def pow_st(self, exponent):
+    return _pow_st(self, exponent)
+
+
+@native("aten::pow.Scalar_out")
+def pow_st_out(self, exponent, *, out):
+    return _pow_st(self, exponent, out=out)
+
+
 # ---------------------------------------------------------------- comparisons and logical
 
 def _cmp(goop):
