@@ -119,6 +119,9 @@ func runKernel(op *Op, c *Call) error {
 // Synchronize waits for queued device work. In lazy mode it is a step marker: the pending
 // graph is launched and waited for, and a failure of any earlier graph is raised here.
 func Synchronize(dev int) error {
+	if capActive.Load() {
+		splitCapture()
+	}
 	if e := eng; e != nil {
 		return e.sync("synchronize")
 	}

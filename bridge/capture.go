@@ -48,6 +48,7 @@ type capture struct {
 	allocated         map[uintptr]bool           // storage bases allocated while capturing
 	freed             map[uintptr]unsafe.Pointer // storages of the graph released while capturing (deferred)
 	err               error                      // why the function cannot be a recipe
+	cuts              []int                      // node counts at the step markers (segment ends)
 }
 
 var (
@@ -159,6 +160,7 @@ func (cp *capture) record(op *Op, c *Call) error {
 				if !cp.hostReads {
 					cp.err = fmt.Errorf("host read (%s) during capture", op.Name)
 				}
+				cp.cut() // a host read is a step marker: the bridge's capture splits there
 				captureMu.Unlock()
 				return runKernel(op, c)
 			}
@@ -208,28 +210,45 @@ func AbortCapture() {
 	}
 }
 
-// inputSlot binds an input tensor of the recipe: its storage ordinal (-1 when the graph
-// does not touch it) and its data pointer's byte offset from the storage base.
+// inputSlot binds an input tensor of the recipe: its storage ordinal in the whole
+// capture (-1 when the graph does not touch it) and its data pointer's byte offset from
+// the storage base.
 type inputSlot struct {
 	ord   int32
 	delta uintptr
 }
 
-// Recipe is a captured graph compiled into a plan, runnable over new storages.
+// Recipe is a captured graph compiled into plans, runnable over new storages. As on the
+// bridge, each step marker inside the capture (mark_step, a host read, synchronize) ends
+// a segment: every segment is a recipe of its own, and a run launches them back to back.
 type Recipe struct {
 	mu       sync.Mutex // runs of one recipe share its scratch
 	id       string
-	g        *graph // the template: nodes over the captured storages
-	p        *plan
-	class    []storageClass // per storage ordinal
+	segs     []*segment
 	inputs   []inputSlot
-	outputs  []int32 // per output slot: its storage ordinal, or -1
-	random   []int   // nodes whose (seed, offset) each run draws
+	nOut     int // output slots
+	nRandom  int // random ops (a run draws a (seed, offset) pair for each)
 	pins     []uintptr
 	scratch  []unsafe.Pointer // internal storages the recipe owns
 	released bool
-	rebind   []argRef // operands over the storages a run rebinds (inputs, outputs)
-	runG     *graph   // the bound graph synchronous runs reuse (guarded by mu)
+}
+
+// segment is one mark_step segment of a recipe: its nodes as a graph of their own
+// (ordinals local to it), compiled into a plan.
+type segment struct {
+	g       *graph // the template: nodes over the captured storages
+	p       *plan
+	class   []storageClass // per ordinal
+	inputs  []int32        // per recipe input: the ordinal of its storage, or -1
+	outputs []int32        // per output slot: its storage's ordinal, or -1
+	random  []int          // nodes whose (seed, offset) each run draws
+	rnd0    int            // the run's draw pair for random[0]
+	rebind  []argRef       // operands over the storages a run rebinds (inputs, outputs)
+	runG    *graph         // the bound graph synchronous runs reuse (guarded by Recipe.mu)
+	// renews marks the ordinals a run gives new contents whatever they held: temporaries
+	// of the capture, and storages whose first access entirely overwrites them. A replay
+	// after a failed one makes those valid again instead of refusing to run.
+	renews []bool
 }
 
 // argRef names operand arg of node node.
@@ -245,9 +264,31 @@ type RecipeInfo struct {
 	Virtuals int
 	Reused   int
 	Random   int
+	Segments int
 	Confined []bool // per input: every access of the graph stays inside the input's view
 	Used     []bool // per input: the graph touches its storage
 	Bound    []bool // per output slot: pre-existing memory the recipe runs over in place
+}
+
+// splitCapture ends the capture's current segment: a step marker (mark_step, a host
+// read, synchronize) while capturing.
+func splitCapture() {
+	captureMu.Lock()
+	defer captureMu.Unlock()
+	if capCur != nil {
+		capCur.cut()
+	}
+}
+
+// cut ends the current segment (captureMu held).
+func (cp *capture) cut() {
+	n, last := len(cp.g.nodes), 0
+	if len(cp.cuts) > 0 {
+		last = cp.cuts[len(cp.cuts)-1]
+	}
+	if n > last {
+		cp.cuts = append(cp.cuts, n)
+	}
 }
 
 // EndCapture stops recording and compiles the capture. inBase/inPtr/inLo/inHi describe the
@@ -277,14 +318,16 @@ func EndCapture(inBase, inPtr, inLo, inHi, outBase []uintptr) (*Recipe, RecipeIn
 	if cp.err != nil {
 		return nil, RecipeInfo{}, cp.err
 	}
-	r := &Recipe{g: g, class: make([]storageClass, len(g.stos)), outputs: make([]int32, len(outBase))}
+	class := make([]storageClass, len(g.stos))
+	outputs := make([]int32, len(outBase))
+	r := &Recipe{nOut: len(outBase)}
 	info := RecipeInfo{Confined: make([]bool, len(inBase)), Used: make([]bool, len(inBase)),
 		Bound: make([]bool, len(outBase))}
 	for i := range inBase {
 		slot := inputSlot{ord: -1, delta: inPtr[i] - inBase[i]}
 		if ord, ok := g.ord[inBase[i]]; ok {
 			slot.ord = ord
-			r.class[ord] = classInput
+			class[ord] = classInput
 		}
 		r.inputs = append(r.inputs, slot)
 	}
@@ -311,55 +354,75 @@ func EndCapture(inBase, inPtr, inLo, inHi, outBase []uintptr) (*Recipe, RecipeIn
 		info.Used[i] = s.ord >= 0
 	}
 	for k, b := range outBase {
-		r.outputs[k] = -1
+		outputs[k] = -1
 		ord, ok := g.ord[b]
 		_, gone := cp.freed[b]
 		fresh := cp.allocated[b] && !gone
-		if ok && r.class[ord] == classInput {
+		if ok && class[ord] == classInput {
 			continue // the caller returns views of the input
 		}
 		if ok && fresh {
-			r.outputs[k] = ord
-			r.class[ord] = classOutput
+			outputs[k] = ord
+			class[ord] = classOutput
 		} else if !fresh {
 			info.Bound[k] = true
 		}
 	}
 	g.dead = make([]bool, len(g.stos))
+	temp := make([]bool, len(g.stos))
 	for i, s := range g.stos {
-		if r.class[i] == classInput || r.class[i] == classOutput {
+		if class[i] == classInput || class[i] == classOutput {
 			continue
 		}
 		if _, gone := cp.freed[s.base]; gone {
-			r.class[i] = classInternal
+			class[i] = classInternal
 			g.dead[i] = true
+			temp[i] = cp.allocated[s.base]
 		} else {
-			r.class[i] = classBound
+			class[i] = classBound
 		}
 	}
-	for i, n := range g.nodes {
-		if randomOps[n.op.Name] {
-			r.random = append(r.random, i)
-		}
-		for k, a := range n.args {
-			if a.sto >= 0 && (r.class[a.sto] == classInput || r.class[a.sto] == classOutput) {
-				r.rebind = append(r.rebind, argRef{int32(i), int32(k)})
+	r.id = fmt.Sprintf("recipe_%016x", hashWords(g.canonical()))
+	ranges := segmentRanges(len(g.nodes), cp.cuts)
+	// Per ordinal: the last segment using it and how many do (an internal storage is
+	// dead, as far as a segment's plan knows, only in the last one).
+	lastSeg := make([]int, len(g.stos))
+	nSegs := make([]int, len(g.stos))
+	for si, rg := range ranges {
+		for _, n := range g.nodes[rg[0]:rg[1]] {
+			for _, a := range n.args {
+				if a.sto >= 0 && (nSegs[a.sto] == 0 || lastSeg[a.sto] != si) {
+					lastSeg[a.sto] = si
+					nSegs[a.sto]++
+				}
 			}
 		}
 	}
-	p, err := cache.get(g)
-	if err != nil {
-		return nil, RecipeInfo{}, err
-	}
-	r.p = p
-	r.id = fmt.Sprintf("recipe_%016x", hashWords(g.canonical()))
 	elided := map[int32]bool{}
-	for _, x := range p.elided {
-		elided[x] = true
+	for si, rg := range ranges {
+		s, full := newSegment(g, class, temp, rg, si, lastSeg, r.inputs, outputs)
+		s.rnd0 = r.nRandom
+		r.nRandom += len(s.random)
+		p, err := cache.get(s.g)
+		if err != nil {
+			return nil, RecipeInfo{}, err
+		}
+		s.p = p
+		for _, x := range p.elided {
+			if nSegs[full[x]] == 1 {
+				elided[full[x]] = true // its buffer folded into another's: the recipe needs no memory for it
+			}
+		}
+		r.segs = append(r.segs, s)
+		info.Steps += len(p.steps)
+		info.Fused += p.fused
+		info.Removed += len(p.removed)
+		info.Virtuals += p.virtuals
+		info.Reused += len(p.elided)
 	}
 	captureMu.Lock()
 	for i, s := range g.stos {
-		switch r.class[i] {
+		switch class[i] {
 		case classInternal:
 			if !elided[int32(i)] {
 				keep[s.base] = true
@@ -372,9 +435,125 @@ func EndCapture(inBase, inPtr, inLo, inHi, outBase []uintptr) (*Recipe, RecipeIn
 		}
 	}
 	captureMu.Unlock()
-	info.ID, info.Nodes, info.Steps, info.Fused = r.id, len(g.nodes), len(p.steps), p.fused
-	info.Removed, info.Virtuals, info.Reused, info.Random = len(p.removed), p.virtuals, len(p.elided), len(r.random)
+	info.ID, info.Nodes, info.Random, info.Segments = r.id, len(g.nodes), r.nRandom, len(r.segs)
 	return r, info, nil
+}
+
+// segmentRanges splits nodes [0, n) at the cuts into non-empty [from, to) ranges (one
+// empty range for an empty capture).
+func segmentRanges(n int, cuts []int) [][2]int {
+	var out [][2]int
+	from := 0
+	for _, c := range append(cuts, n) {
+		if c > from && c <= n {
+			out = append(out, [2]int{from, c})
+			from = c
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, [2]int{0, n})
+	}
+	return out
+}
+
+// newSegment builds segment si, nodes rg of the capture g, as a graph of its own; full
+// maps its ordinals to g's. temp marks g's ordinals allocated and released within the
+// capture.
+func newSegment(g *graph, class []storageClass, temp []bool, rg [2]int, si int, lastSeg []int, inputs []inputSlot,
+	outputs []int32) (*segment, []int32) {
+	sg := newGraph()
+	sg.reason = "capture"
+	var full []int32
+	local := make([]int32, len(g.stos))
+	for i := range local {
+		local[i] = -1
+	}
+	nargs := 0
+	for _, n := range g.nodes[rg[0]:rg[1]] {
+		nargs += len(n.args)
+	}
+	args := make([]operand, 0, nargs)
+	for _, n := range g.nodes[rg[0]:rg[1]] {
+		base := len(args)
+		for _, a := range n.args {
+			if a.sto >= 0 {
+				if local[a.sto] < 0 {
+					local[a.sto] = int32(len(sg.stos))
+					sg.ord[g.stos[a.sto].base] = local[a.sto]
+					sg.stos = append(sg.stos, g.stos[a.sto])
+					full = append(full, a.sto)
+				}
+				a.sto = local[a.sto]
+			}
+			args = append(args, a)
+		}
+		n.args = args[base:len(args):len(args)]
+		sg.nodes = append(sg.nodes, n)
+	}
+	s := &segment{g: sg, class: make([]storageClass, len(sg.stos)), inputs: make([]int32, len(inputs)),
+		outputs: make([]int32, len(outputs))}
+	sg.dead = make([]bool, len(sg.stos))
+	for k, f := range full {
+		s.class[k] = class[f]
+		sg.dead[k] = g.dead[f] && lastSeg[f] == si
+	}
+	for i, in := range inputs {
+		s.inputs[i] = -1
+		if in.ord >= 0 {
+			s.inputs[i] = local[in.ord]
+		}
+	}
+	for k, ord := range outputs {
+		s.outputs[k] = -1
+		if ord >= 0 {
+			s.outputs[k] = local[ord]
+		}
+	}
+	s.renews = firstOverwrites(sg)
+	for k, f := range full {
+		s.renews[k] = s.renews[k] || temp[f]
+	}
+	for i, n := range sg.nodes {
+		if randomOps[n.op.Name] {
+			s.random = append(s.random, i)
+		}
+		for k, a := range n.args {
+			if a.sto >= 0 && (s.class[a.sto] == classInput || s.class[a.sto] == classOutput) {
+				s.rebind = append(s.rebind, argRef{int32(i), int32(k)})
+			}
+		}
+	}
+	return s, full
+}
+
+// firstOverwrites reports, per ordinal of g, whether the first node touching it writes
+// every byte of it without reading it.
+func firstOverwrites(g *graph) []bool {
+	over := make([]bool, len(g.stos))
+	seen := make([]bool, len(g.stos))
+	for _, n := range g.nodes {
+		for i, a := range n.args {
+			if a.sto < 0 || seen[a.sto] {
+				continue
+			}
+			lo, hi := a.extent()
+			size := g.stos[a.sto].size
+			full := n.eff.writeOnly && n.eff.writesOp(i) && lo == 0 && hi == size &&
+				a.t.Numel()*int64(a.t.DType.Size()) == size
+			for j, b := range n.args {
+				if j != i && b.sto == a.sto {
+					full = false // read (or written) through another operand too
+				}
+			}
+			over[a.sto] = full
+		}
+		for _, a := range n.args {
+			if a.sto >= 0 {
+				seen[a.sto] = true
+			}
+		}
+	}
+	return over
 }
 
 // Release frees the recipe's scratch and unpins its bound storages.
@@ -407,26 +586,26 @@ func (r *Recipe) Release() {
 
 // checkRun checks a run's arguments against the recipe.
 func (r *Recipe) checkRun(in, out []unsafe.Pointer, rnd []int64) error {
-	if len(in) != len(r.inputs) || len(out) != len(r.outputs) {
+	if len(in) != len(r.inputs) || len(out) != r.nOut {
 		return fmt.Errorf("recipe %s: expected %d inputs and %d outputs, got %d and %d",
-			r.id, len(r.inputs), len(r.outputs), len(in), len(out))
+			r.id, len(r.inputs), r.nOut, len(in), len(out))
 	}
-	if len(rnd) != 2*len(r.random) {
-		return fmt.Errorf("recipe %s: expected %d random draws, got %d", r.id, len(r.random), len(rnd)/2)
+	if len(rnd) != 2*r.nRandom {
+		return fmt.Errorf("recipe %s: expected %d random draws, got %d", r.id, r.nRandom, len(rnd)/2)
 	}
 	return nil
 }
 
 // newBound copies the template into a graph a run can bind (bindInto): nodes, operands
 // and the storages a run rebinds are its own, the rest stay the captured ones.
-func (r *Recipe) newBound() *graph {
-	t := r.g
+func (s *segment) newBound() *graph {
+	t := s.g
 	g := &graph{nodes: make([]node, len(t.nodes)), stos: make([]*storage, len(t.stos)), dead: t.dead,
-		reason: "recipe run", reuse: r.p.remap != nil}
-	for i, s := range t.stos {
-		g.stos[i] = s
-		if c := r.class[i]; c == classInput || c == classOutput {
-			g.stos[i] = &storage{ptr: s.ptr, base: s.base, size: s.size}
+		reason: "recipe run", reuse: s.p.remap != nil}
+	for i, st := range t.stos {
+		g.stos[i] = st
+		if c := s.class[i]; c == classInput || c == classOutput {
+			g.stos[i] = &storage{ptr: st.ptr, base: st.base, size: st.size}
 		}
 	}
 	nargs := 0
@@ -441,7 +620,7 @@ func (r *Recipe) newBound() *graph {
 		n.args = args[base:len(args):len(args)]
 		g.nodes[i] = n
 	}
-	for _, ni := range r.random {
+	for _, ni := range s.random {
 		n := &g.nodes[ni]
 		n.ints = append([]int64(nil), n.ints...)
 	}
@@ -450,32 +629,33 @@ func (r *Recipe) newBound() *graph {
 
 // bindInto points a graph from newBound at a run's storages (checked by checkRun): the
 // inputs' and outputs' storages and the operands over them, and the fresh random draws.
-func (r *Recipe) bindInto(g *graph, in, out []unsafe.Pointer, rnd []int64) {
-	for i, s := range r.inputs {
-		if s.ord >= 0 {
-			ptr := unsafe.Add(in[i], -int(s.delta))
-			g.stos[s.ord].ptr, g.stos[s.ord].base = ptr, uintptr(ptr)
+func (s *segment) bindInto(g *graph, inputs []inputSlot, in, out []unsafe.Pointer, rnd []int64) {
+	for i, ord := range s.inputs {
+		if ord >= 0 {
+			ptr := unsafe.Add(in[i], -int(inputs[i].delta))
+			g.stos[ord].ptr, g.stos[ord].base = ptr, uintptr(ptr)
 		}
 	}
-	for k, ord := range r.outputs {
+	for k, ord := range s.outputs {
 		if ord >= 0 {
 			g.stos[ord].ptr, g.stos[ord].base = out[k], uintptr(out[k])
 		}
 	}
-	for _, ref := range r.rebind {
+	for _, ref := range s.rebind {
 		a := &g.nodes[ref.node].args[ref.arg]
 		a.t.Ptr = unsafe.Add(g.stos[a.sto].ptr, a.off)
 	}
-	for k, ni := range r.random {
+	for k, ni := range s.random {
 		ints := g.nodes[ni].ints
-		ints[0], ints[1] = rnd[2*k], rnd[2*k+1]
+		ints[0], ints[1] = rnd[2*(s.rnd0+k)], rnd[2*(s.rnd0+k)+1]
 	}
 }
 
 // RunRecipe runs the recipe once over new storages: in holds the input tensors' data
 // pointers (as at capture), out the output slots' fresh storages, rnd a (seed, offset)
 // pair per random op. In lazy mode the pending graph runs first. A failing op is
-// reported by name; the process goes on. Runs reuse one bound graph: no allocation.
+// reported by name; the process goes on. Runs reuse one bound graph per segment: no
+// allocation.
 func RunRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 	if e := eng; e != nil {
 		if err := e.sync("recipe run"); err != nil {
@@ -490,11 +670,16 @@ func RunRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 	if err := r.checkRun(in, out, rnd); err != nil {
 		return err
 	}
-	if r.runG == nil {
-		r.runG = r.newBound()
+	for _, s := range r.segs {
+		if s.runG == nil {
+			s.runG = s.newBound()
+		}
+		s.bindInto(s.runG, r.inputs, in, out, rnd)
+		if err := runPlan(s.runG, s.p, r.id); err != nil {
+			return err
+		}
 	}
-	r.bindInto(r.runG, in, out, rnd)
-	return runPlan(r.runG, r.p, r.id)
+	return nil
 }
 
 // runPlan runs a plan's steps over a bound graph on the calling thread.
@@ -534,35 +719,41 @@ func LaunchRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 		r.mu.Unlock()
 		return err
 	}
-	g := r.newBound() // queued: a graph of its own
-	r.bindInto(g, in, out, rnd)
+	gs := make([]*graph, len(r.segs))
+	for i, s := range r.segs {
+		gs[i] = s.newBound() // queued: graphs of their own
+		s.bindInto(gs[i], r.inputs, in, out, rnd)
+	}
 	r.mu.Unlock()
-	if err := e.launchBound(g, r.p, "replay of "+r.id); err != nil {
-		return err
+	for i, g := range gs {
+		if err := e.launchBound(g, r.segs[i].p, "replay of "+r.id, r.segs[i].renews); err != nil {
+			return err
+		}
 	}
 	return e.takeErr()
 }
 
 // launchBound queues a graph already bound to its storages and compiled (a recipe run):
 // its storages join the engine's bookkeeping (references, last writer) as a recorded
-// graph's do at launch.
-func (e *engine) launchBound(g *graph, p *plan, reason string) error {
+// graph's do at launch. A storage a failed graph poisoned stops the launch, unless the
+// graph gives it new contents whatever it held (renews): then it is valid again.
+func (e *engine) launchBound(g *graph, p *plan, reason string, renews []bool) error {
 	e.launchMu.Lock()
 	defer e.launchMu.Unlock()
 	e.mu.Lock()
+	for i, s := range g.stos {
+		if st := e.stos[s.base]; st != nil && st.poison != nil && (renews == nil || !renews[i]) {
+			e.mu.Unlock()
+			return poisonError(st)
+		}
+	}
 	for i, s := range g.stos {
 		st := e.stos[s.base]
 		if st == nil {
 			st = &storage{ptr: s.ptr, base: s.base, size: s.size}
 			e.stos[s.base] = st
 		}
-		if st.poison != nil {
-			for _, done := range g.stos[:i] {
-				done.refs--
-			}
-			e.mu.Unlock()
-			return poisonError(st)
-		}
+		st.poison = nil // valid, or overwritten first by this graph
 		st.refs++
 		g.stos[i] = st
 	}

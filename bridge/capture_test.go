@@ -63,6 +63,49 @@ func TestCaptureRunsOverNewStorages(t *testing.T) {
 	}
 }
 
+// A step marker inside a capture ends a segment: each is compiled on its own and a run
+// runs them in order, with an intermediate the program freed kept between them.
+func TestCaptureSegmentsRunInOrder(t *testing.T) {
+	r := rand.New(rand.NewSource(4))
+	x, y, out := randBuf(t, 500, r), randBuf(t, 500, r), newBuf(t, 500)
+	if err := BeginCapture(false, true); err != nil {
+		t.Fatal(err)
+	}
+	tmp := newBuf(t, x.n)
+	NoteAlloc(tmp.p)
+	NoteAlloc(out.p)
+	ew(t, "ew.add", tmp.all(), []kernels.Tensor{x.all(), y.all()}, 1)
+	if err := Step(false, "mark_step"); err != nil {
+		t.Fatal(err)
+	}
+	ew(t, "ew.mul", out.all(), []kernels.Tensor{tmp.all(), x.all()})
+	if err := Free(tmp.p); err != nil {
+		t.Fatal(err)
+	}
+	base := func(b buf) uintptr { return uintptr(b.p) }
+	span := func(b buf) uintptr { return uintptr(b.p) + uintptr(4*b.n) }
+	rec, info, err := EndCapture([]uintptr{base(x), base(y)}, []uintptr{base(x), base(y)},
+		[]uintptr{base(x), base(y)}, []uintptr{span(x), span(y)}, []uintptr{base(out)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	if info.Segments != 2 || info.Nodes != 2 || info.Fused != 0 {
+		t.Fatalf("unexpected capture info %+v", info)
+	}
+	for run := 0; run < 2; run++ {
+		x2, y2, out2 := randBuf(t, 500, r), randBuf(t, 500, r), newBuf(t, 500)
+		if err := RunRecipe(rec, []unsafe.Pointer{x2.p, y2.p}, []unsafe.Pointer{out2.p}, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := range out2.f32() {
+			if want := (x2.f32()[i] + y2.f32()[i]) * x2.f32()[i]; out2.f32()[i] != want {
+				t.Fatalf("run %d result %d: %v != %v", run, i, out2.f32()[i], want)
+			}
+		}
+	}
+}
+
 func TestCaptureHostReadPoisons(t *testing.T) {
 	x := newBuf(t, 4)
 	if err := BeginCapture(false, false); err != nil {

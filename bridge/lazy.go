@@ -740,6 +740,9 @@ func Free(p unsafe.Pointer) error {
 // Step is mark_step: launch the pending graph; with wait, also wait for it to finish.
 // It reports the first failure of an earlier graph.
 func Step(wait bool, reason string) error {
+	if capActive.Load() {
+		splitCapture() // inside an HPU-graph capture, a step marker ends a segment
+	}
 	e := eng
 	if e == nil {
 		return nil

@@ -71,7 +71,7 @@ func uintptrs(p *C.int64_t, n C.int) []uintptr {
 // hpusim_capture_end stops the capture and compiles it. Inputs: per input tensor its
 // storage base, data pointer and the byte range [lo, hi) its view spans; per distinct
 // output storage its base. Outputs: the recipe handle; info = [nodes, steps, fused,
-// removed, virtuals, reused, random]; confined[i] bit 0 is set when every access to input
+// removed, virtuals, reused, random, segments]; confined[i] bit 0 is set when every access to input
 // i's storage stays inside its view, bit 1 when the graph touches it at all; bound[k] = 1 when output storage k is pre-existing
 // memory the recipe writes in place; id receives the recipe id.
 //
@@ -93,8 +93,9 @@ func hpusim_capture_end(nin C.int, inBase, inPtr, inLo, inHi *C.int64_t, nout C.
 	recipes[h] = r
 	recipesMu.Unlock()
 	*handle = C.int64_t(h)
-	copy(unsafe.Slice((*int64)(unsafe.Pointer(info)), 7), []int64{int64(ri.Nodes), int64(ri.Steps),
-		int64(ri.Fused), int64(ri.Removed), int64(ri.Virtuals), int64(ri.Reused), int64(ri.Random)})
+	copy(unsafe.Slice((*int64)(unsafe.Pointer(info)), 8), []int64{int64(ri.Nodes), int64(ri.Steps),
+		int64(ri.Fused), int64(ri.Removed), int64(ri.Virtuals), int64(ri.Reused), int64(ri.Random),
+		int64(ri.Segments)})
 	flags := func(dst *C.int64_t, v []bool) {
 		d := unsafe.Slice((*int64)(unsafe.Pointer(dst)), len(v))
 		for i, b := range v {

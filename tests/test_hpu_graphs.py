@@ -61,6 +61,16 @@ def cpu_step(model, opt, x, y):
     return loss.detach()
 
 
+def hpu_step(model, opt, x, y):
+    """An eager lazy-mode step on hpu (the model may replay graphs inside)."""
+    opt.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(x.to("hpu")), y.to("hpu"))
+    loss.backward()
+    opt.step()
+    htcore.mark_step()
+    return loss.detach()
+
+
 # ----------------------------------------------------------------------------------------
 # Eager mode: the bridge's errors
 
@@ -127,6 +137,47 @@ def test_training_capture_and_replay_with_optimizer_inside():
 
 
 @lazy_only
+def test_mark_step_inside_a_capture_ends_a_segment_and_replay_runs_them_in_order():
+    # As on the bridge: each mark_step segment of the capture is a recipe of its own.
+    hmodel, cmodel = pair(6)
+    hopt = torch.optim.AdamW(hmodel.parameters(), lr=1e-2, capturable=True)  # beta ** step on hpu
+    copt = torch.optim.AdamW(cmodel.parameters(), lr=1e-2)
+    data = batches(5, seed=8)
+    torch.testing.assert_close(hpu_step(hmodel, hopt, *data[0]).cpu(), cpu_step(cmodel, copt, *data[0]),
+                               rtol=1e-5, atol=1e-5)  # warm-up: the optimizer makes its state
+    static_x, static_y = data[1][0].to("hpu"), data[1][1].to("hpu")
+    closs = cpu_step(cmodel, copt, *data[1])
+    g = torch.hpu.HPUGraph()
+    hopt.zero_grad(set_to_none=True)
+    with torch.hpu.graph(g):
+        static_loss = F.cross_entropy(hmodel(static_x), static_y)
+        htcore.mark_step()
+        static_loss.backward()
+        htcore.mark_step()
+        hopt.step()
+    assert g._recipe.stats["segments"] == 3
+    torch.testing.assert_close(static_loss.cpu(), closs, rtol=1e-5, atol=1e-5)
+    for x, y in data[2:]:
+        static_x.copy_(x)
+        static_y.copy_(y)
+        g.replay()
+        torch.testing.assert_close(static_loss.cpu(), cpu_step(cmodel, copt, x, y), rtol=1e-5, atol=1e-5)
+    assert_params_close(hmodel, cmodel)
+
+
+@lazy_only
+def test_capture_turns_refined_dynamic_shapes_off():
+    hthpu.enable_dynamic_shape()
+    x = torch.ones(4, device="hpu")
+    g = torch.hpu.HPUGraph()
+    with torch.hpu.graph(g):
+        y = x * 2.0
+    assert not hthpu.get_dynamic_shape_status()  # and it stays off, as on the bridge
+    g.replay()
+    assert torch.equal(y.cpu(), torch.full((4,), 2.0))
+
+
+@lazy_only
 def test_training_make_graphed_callables():
     hmodel, cmodel = pair(2)
     sample = torch.randn(32, 1, 28, 28, device="hpu")
@@ -134,13 +185,8 @@ def test_training_make_graphed_callables():
     hopt = torch.optim.SGD(hmodel.parameters(), lr=0.1, momentum=0.9)
     copt = torch.optim.SGD(cmodel.parameters(), lr=0.1, momentum=0.9)
     for x, y in batches(5, seed=3):
-        closs = cpu_step(cmodel, copt, x, y)
-        hopt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(hmodel(x.to("hpu")), y.to("hpu"))
-        loss.backward()
-        hopt.step()
-        htcore.mark_step()
-        torch.testing.assert_close(loss.cpu(), closs, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(hpu_step(hmodel, hopt, x, y).cpu(), cpu_step(cmodel, copt, x, y),
+                                   rtol=1e-5, atol=1e-5)
     assert_params_close(hmodel, cmodel)
     # Out of the captured training state the original forward runs.
     hmodel.eval()
@@ -159,13 +205,8 @@ def test_training_module_cacher_with_changing_input_shapes():
     order = [0, 3, 1, 4, 2, 5]  # the two batch sizes alternate
     for k in order:
         x, y = data[k]
-        closs = cpu_step(cmodel, copt, x, y)
-        hopt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(hmodel(x.to("hpu")), y.to("hpu"))
-        loss.backward()
-        hopt.step()
-        htcore.mark_step()
-        torch.testing.assert_close(loss.cpu(), closs, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(hpu_step(hmodel, hopt, x, y).cpu(), cpu_step(cmodel, copt, x, y),
+                                   rtol=1e-5, atol=1e-5)
     assert_params_close(hmodel, cmodel)
     assert len(cacher.model_dict) == 2
     assert sum(cacher.cached_hits_dict.values()) == 6 and cacher.uncached_train_hits == 0
@@ -405,9 +446,40 @@ def test_failing_replay_is_raised_at_the_next_trigger_naming_the_op():
     g.capture_end()
     g.replayV3([torch.tensor([0, 9], device="hpu")])
     torch.testing.assert_close(out.cpu(), table[[0, 9]] * 2.0)
-    g.replayV3([torch.tensor([1, 99], device="hpu")])  # queued: returns at once
+    bad = torch.tensor([1, 99], device="hpu")
+    g.replayV3([bad])  # queued: returns at once
     with pytest.raises(RuntimeError, match="index_select"):
         htcore.mark_step()
         torch.hpu.synchronize()
-    # The process goes on: new work runs.
+    # The process goes on: new work runs, and what the graph reads is unchanged.
     assert torch.equal((ht_table + 1.0).cpu(), table + 1.0)
+    assert torch.equal(bad.cpu(), torch.tensor([1, 99]))
+    # The output holds no valid data: reading it says so, naming the failed op.
+    with pytest.raises(RuntimeError, match="holds no valid data.*index_select"):
+        out.cpu()
+    # A replay that overwrites it makes it valid again.
+    g.replayV3([torch.tensor([3, 4], device="hpu")])
+    torch.testing.assert_close(out.cpu(), table[[3, 4]] * 2.0)
+
+
+@lazy_only
+def test_failed_replay_leaves_state_it_would_update_clearly_invalid():
+    # A graph that reads and updates a tensor in place (a parameter, say): after a failed
+    # replay, replaying again raises instead of running over stale values.
+    table = torch.randn(10, 3)
+    ht_table = table.to("hpu")
+    acc = torch.zeros(3, device="hpu")
+    idx = torch.tensor([1, 2], device="hpu")
+    htcore.mark_step()
+    g = torch.hpu.HPUGraph()
+    with torch.hpu.graph(g):
+        acc.add_(torch.index_select(ht_table, 0, idx).sum(0))
+    idx.copy_(torch.tensor([0, 99]))
+    g.replay()
+    with pytest.raises(RuntimeError, match="index_select"):
+        torch.hpu.synchronize()
+    idx.copy_(torch.tensor([0, 1]))
+    with pytest.raises(RuntimeError, match="holds no valid data"):
+        g.replay()
+        torch.hpu.synchronize()
+    assert torch.equal(idx.cpu(), torch.tensor([0, 1]))

@@ -9,7 +9,8 @@ graphs. A capture works in eager and in lazy mode: the ops run at once while the
 recorded, so capture returns fn's real outputs. The recorded graph is compiled with the
 lazy engine's passes (dead-code removal, elementwise fusion, in-place buffer reuse) and
 cached by its canonical hash in the recipe cache (the graph_compilation and recipe_cache
-metrics count it).
+metrics count it). A step marker during the capture (mark_step, a host read, synchronize)
+ends a segment, compiled on its own; a run runs the segments back to back in one call.
 
 At a run, inputs are rebound (in-place writes land in the new inputs), outputs get fresh
 storages (views of inputs or of other outputs come back as the same views of the new
@@ -285,7 +286,7 @@ def _finish(lib: ctypes.CDLL, hooks: Session, inputs: list[Any], outs: Any) -> R
                 out_bases.append(b)
     out_base = array("q", out_bases)
     handle = ctypes.c_int64(0)
-    info = (ctypes.c_int64 * 7)()
+    info = (ctypes.c_int64 * 8)()
     confined = array("q", [0] * len(tensors_in))
     bound = array("q", [0] * len(out_bases))
     rid = ctypes.create_string_buffer(64)
@@ -294,7 +295,8 @@ def _finish(lib: ctypes.CDLL, hooks: Session, inputs: list[Any], outs: Any) -> R
                                 _addr(confined), _addr(bound), rid, len(rid))
     if rc != 0:
         raise NotCapturable(_native.last_error(), outs)
-    keys = ("nodes", "steps", "fused", "removed_dead", "virtual_intermediates", "reused_buffers", "random_ops")
+    keys = ("nodes", "steps", "fused", "removed_dead", "virtual_intermediates", "reused_buffers", "random_ops",
+            "segments")
     stats = dict(zip(keys, (int(v) for v in info)))
     stats["recipe_id"] = rid.value.decode()
     rec = Recipe(handle.value, stats)

@@ -3,12 +3,14 @@
 As on the bridge, HPU graphs belong to lazy mode: in eager mode `HPUGraph()` and `graph()`
 raise the bridge's RuntimeErrors (and so does `wrap_in_hpu_graph` at its first capture).
 
-A capture records every op run on hpu between capture_begin and capture_end into one
-recipe (habana_frameworks.torch._recipe) over the storages it touched; mark_step inside a
-capture is not needed and does not split the recording. The ops still run during the
-capture (unless dry_run), so its results are real. replay() runs the recipe again with one
-call into Go, on the same storages: it reads what the program copied into the static
-inputs and writes the static outputs, parameters, gradients and optimizer state in place.
+A capture records every op run on hpu between capture_begin and capture_end into a
+recipe (habana_frameworks.torch._recipe) over the storages it touched; as on the bridge,
+each mark_step inside the capture (or host read, or synchronize) ends a segment that is a
+recipe of its own, and a replay launches the segments back to back. The ops still run
+during the capture (unless dry_run), so its results are real. replay() runs the recipe
+again with one call into Go, on the same storages: it reads what the program copied into
+the static inputs and writes the static outputs, parameters, gradients and optimizer
+state in place.
 Intermediates live in the recipe's scratch. Random ops draw fresh numbers at each replay.
 A CPU fallback during a capture raises the bridge's error; a host read (.item(), .cpu())
 runs and is not part of the graph, as the bridge's capture splits there.
@@ -76,6 +78,10 @@ class HPUGraph:
         if _capturing is not None:
             raise RuntimeError("GRAPH:: graph Capture already in progress")
         self.reset()
+        # As the bridge's capture_begin: refined dynamic shapes go off (a graph holds
+        # static shapes) and stay off after the capture.
+        from ._runtime_flags import disable_dynamic_shape
+        disable_dynamic_shape()
         self._stream = _hpu().current_stream()
         session = _recipe.Session(on_fallback=_no_cpu_fallback, dry_run=dry_run, host_reads=True)
         session.begin()
@@ -564,18 +570,8 @@ class TensorPacker:
         if torch.is_tensor(obj):
             tensors.append(obj)
             return self.Index(len(tensors) - 1)
-        if isinstance(obj, tuple):
-            return tuple(self._pack(x, tensors) for x in obj)
-        if isinstance(obj, list):
-            meta = copy.copy(obj)
-            for i, x in enumerate(obj):
-                meta[i] = self._pack(x, tensors)
-            return meta
-        if isinstance(obj, dict):
-            meta = copy.copy(obj)
-            for k in obj:
-                meta[k] = self._pack(obj[k], tensors)
-            return meta
+        if isinstance(obj, (tuple, list, dict)):
+            return _rebuild(obj, lambda x: self._pack(x, tensors))
         if self._verbose:
             print(f"[WARNING] Variable of type {type(obj)} will not be dynamic")
         return obj
@@ -586,19 +582,20 @@ class TensorPacker:
     def _unpack(self, tensors, meta):
         if isinstance(meta, self.Index):
             return tensors[meta.value]
-        if isinstance(meta, tuple):
-            return tuple(self._unpack(tensors, x) for x in meta)
-        if isinstance(meta, list):
-            data = copy.copy(meta)
-            for i, x in enumerate(meta):
-                data[i] = self._unpack(tensors, x)
-            return data
-        if isinstance(meta, dict):
-            data = copy.copy(meta)
-            for k in meta:
-                data[k] = self._unpack(tensors, meta[k])
-            return data
+        if isinstance(meta, (tuple, list, dict)):
+            return _rebuild(meta, lambda x: self._unpack(tensors, x))
         return meta
+
+
+def _rebuild(obj, fn):
+    """A tuple, list or dict with fn applied to each element (lists and dicts are copied,
+    so their own type is kept)."""
+    if isinstance(obj, tuple):
+        return tuple(fn(x) for x in obj)
+    out = copy.copy(obj)
+    for k in (range(len(obj)) if isinstance(obj, list) else obj):
+        out[k] = fn(obj[k])
+    return out
 
 
 class GraphModel(torch.nn.Module):
