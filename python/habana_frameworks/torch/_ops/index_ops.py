@@ -1,5 +1,5 @@
 """Indexing and data-movement ops lowered to Go: cat, gather, scatter (src/value/reduce),
-scatter_add, scatter_reduce, index_add, advanced indexing (index.Tensor, index_put_ /
+scatter_add, scatter_reduce, index_add, index_copy, index_fill, advanced indexing (index.Tensor, index_put_ /
 _index_put_impl_ with accumulate, bool masks, integer indices), nonzero, tril/triu,
 sort/argsort/topk, one_hot, arange, linspace.
 
@@ -336,6 +336,73 @@ native("aten::index_add_")(lambda self, dim, index, source, *, alpha=1:
                            _index_add(self, dim, index, source, alpha, True, None))
 native("aten::index_add.out")(lambda self, dim, index, source, *, alpha=1, out:
                               _index_add(self, dim, index, source, alpha, False, out))
+
+
+def _index_copy(self, dim, index, source, inplace, out):
+    """self[..., index[i], ...] = source[..., i, ...] along dim (optimum-habana's static KV
+    caches write each new token this way, also inside HPU-graph captures)."""
+    margs = (meta(self), dim, meta(index), meta(source))
+    if inplace:
+        aten.index_copy_(*margs)
+    elif out is not None:
+        aten.index_copy.out(*margs, out=meta(out))
+    else:
+        m = aten.index_copy(*margs)
+    _supported(self, source)
+    if inplace:
+        res = self
+    else:
+        res = torch.empty_strided(m.shape, m.stride(), dtype=m.dtype, device=self.device) \
+            if out is None else torch.empty_like(self)
+        res.copy_(self)
+    if index.numel() and res.numel():
+        d = _wrap_dim(dim, res.dim())
+        r, src, ix = _as1d(res, source, index)
+        ixR = ix.as_strided(src.shape, [ix.stride(0) if k == d else 0 for k in range(src.dim())],
+                            ix.storage_offset())
+        _run_index_error("index_put", [_restride(r, src.shape, (d,)), src, ixR],
+                         (0, 1, r.size(d), r.stride(d), d, RED_NONE, 1, _parallel_mask(src.dim(), (d,))),
+                         (1.0,), index_error=True, op="index_copy_()")
+    return res if out is None else _into(out, res)
+
+
+def _index_fill(self, dim, index, value, inplace):
+    """self[..., index[i], ...] = value along dim (index_copy's backward uses it)."""
+    if isinstance(value, torch.Tensor):
+        mvalue = value.to("meta") if value.device.type != "cpu" else value
+    else:
+        mvalue = value
+    m = (aten.index_fill_ if inplace else aten.index_fill)(meta(self), dim, meta(index), mvalue)
+    _supported(self)
+    if isinstance(value, complex) or (isinstance(value, torch.Tensor) and value.dim() != 0):
+        raise NotNative  # torch's own error
+    res = self if inplace else torch.empty_strided(m.shape, m.stride(), dtype=m.dtype, device=self.device)
+    if not inplace:
+        res.copy_(self)
+    if index.numel() and res.numel():
+        d = _wrap_dim(dim, res.dim())
+        r, ix = _as1d(res, index)
+        shape = list(r.shape)
+        shape[d] = ix.numel()
+        v = value.item() if isinstance(value, torch.Tensor) else value
+        src = torch.tensor(v, dtype=r.dtype).to(r.device).expand(shape)
+        ixR = ix.reshape(-1).as_strided(shape, [1 if k == d else 0 for k in range(len(shape))])
+        try:
+            _run_index_error("index_put", [_restride(r, shape, (d,)), src, ixR],
+                             (0, 1, r.size(d), r.stride(d), d, RED_NONE, 1, _parallel_mask(len(shape), (d,))),
+                             (1.0,), index_error=True, op="index_fill_")
+        except IndexError as e:  # CPU's message has no op name
+            raise IndexError(str(e).removeprefix("index_fill_: ")) from None
+    return res
+
+
+native("aten::index_copy")(lambda self, dim, index, source: _index_copy(self, dim, index, source, False, None))
+native("aten::index_copy_")(lambda self, dim, index, source: _index_copy(self, dim, index, source, True, None))
+native("aten::index_copy.out")(lambda self, dim, index, source, *, out:
+                               _index_copy(self, dim, index, source, False, out))
+for _ov in ("int_Scalar", "int_Tensor"):
+    native(f"aten::index_fill.{_ov}")(lambda self, dim, index, value: _index_fill(self, dim, index, value, False))
+    native(f"aten::index_fill_.{_ov}")(lambda self, dim, index, value: _index_fill(self, dim, index, value, True))
 
 
 # ------------------------------------------------------------------- advanced indexing
