@@ -164,13 +164,17 @@ func bgemmHalf(out, a, b Tensor, self *Tensor, alpha, beta float64) {
 	if B == 0 || M == 0 || N == 0 {
 		return
 	}
+	if K > 0 && useBF16Dot(a, b) && gbDirect(out, a, b, self, K) {
+		bgemmBF16Blocked(out, a, b, self, alpha, beta, true, nil) // gemm_bf16_blocked.go
+		return
+	}
 	cb := getF32(B * M * N)
 	defer putF32(cb)
 	cbuf := *cb
 	if K == 0 {
 		clear(cbuf)
 	} else if useBF16Dot(a, b) {
-		bgemmBF16Dot(cbuf, a, b, B, M, N, K) // gemm_bf16dot.go
+		bgemmBF16Blocked(out, a, b, self, alpha, beta, false, cbuf)
 	} else {
 		ab := getF32(B * M * K)
 		defer putF32(ab)
