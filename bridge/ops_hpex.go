@@ -10,11 +10,15 @@ import (
 // norms, RMS norm, rotary embedding and attention. Attribute layouts (n = tensors per list;
 // lists are laid out one after the other):
 //
-//	optim.adamw     T (neg_step, wd_factor, w[n], g[n], m[n], v[n])  I (n, has_wd) F (beta1, beta2, eps)
+//	optim.adamw     T (neg_step, wd_factor, w[n], g[n], m[n], v[n][, m_scale[n], v_scale[n]])
+//	                I (n, has_wd[, scaled]) F (beta1, beta2, eps)
 //	optim.sgd       T (lr, w[n], g[n]) or (lr, mom, epoch, w[n], g[n], buf[n])  I (n, has_momentum)
 //	                F (wd, dampening, nesterov)
 //	optim.adagrad   T (w[n], g[n], sum[n])               I (n) F (clr, wd, eps)
 //	optim.lamb      T (clip, w[n], g[n], m[n], v[n])     I (n, use_lamb) F (lr, b1, b2, b3, eps, wd, bc1, bc2)
+//	optim.lamb_phase1 T (clip, bc1, bc2, w[n], g[n], m[n], v[n], w_norm[n], u_norm[n], u[n])
+//	                I (n, grad_averaging) F (b1, b2, eps, wd)
+//	optim.lamb_phase2 T (neg_step, w[n], u_norm[n], w_norm[n], u[n]) I (n, use_lamb) F (wd)
 //	optim.lars      T (lr, w[n], g[n])                   I (n, skip[n]) F (eeta, wd, eps)
 //	optim.resource_apply_momentum T (w[n], buf[n], d[n]) I (n) F (momentum)
 //	optim.ema       T (decay, ema[n], model[n])          I (n)
@@ -22,18 +26,25 @@ import (
 //	optim.clip_norm T (total_norm, max_norm, g...)
 func init() {
 	Register("optim.adamw", -1, func(c *Call) error {
-		l, err := splitLists(c, 4, 2)
-		if err != nil {
-			return err
-		}
 		if err := needFloats(c, 3); err != nil {
 			return err
 		}
 		if err := needInts(c, 2); err != nil {
 			return err
 		}
-		return kernels.AdamW(c.T[0], c.T[1], l[0], l[1], l[2], l[3], kernels.AdamWParams{
-			Beta1: c.F[0], Beta2: c.F[1], Eps: c.F[2], HasWeightDecay: c.I[1] != 0})
+		p := kernels.AdamWParams{Beta1: c.F[0], Beta2: c.F[1], Eps: c.F[2], HasWeightDecay: c.I[1] != 0}
+		if len(c.I) > 2 && c.I[2] != 0 { // fp8 moments with their scales
+			l, err := splitLists(c, 6, 2)
+			if err != nil {
+				return err
+			}
+			return kernels.AdamWScaled(c.T[0], c.T[1], l[0], l[1], l[2], l[3], l[4], l[5], p)
+		}
+		l, err := splitLists(c, 4, 2)
+		if err != nil {
+			return err
+		}
+		return kernels.AdamW(c.T[0], c.T[1], l[0], l[1], l[2], l[3], p)
 	})
 	Register("optim.sgd", -1, func(c *Call) error {
 		if err := needInts(c, 2); err != nil {
@@ -80,6 +91,38 @@ func init() {
 		return kernels.Lamb(c.T[0], l[0], l[1], l[2], l[3], kernels.LambParams{LR: c.F[0], Beta1: c.F[1],
 			Beta2: c.F[2], Beta3: c.F[3], Eps: c.F[4], WeightDecay: c.F[5], BiasCorr1: c.F[6],
 			BiasCorr2: c.F[7], UseLamb: c.I[1] != 0})
+	})
+	Register("optim.lamb_phase1", -1, func(c *Call) error {
+		l, err := splitLists(c, 7, 3)
+		if err != nil {
+			return err
+		}
+		if err := needFloats(c, 4); err != nil {
+			return err
+		}
+		if err := needInts(c, 2); err != nil {
+			return err
+		}
+		b1 := c.F[0]
+		b3 := 1.0
+		if c.I[1] != 0 {
+			b3 = 1 - b1
+		}
+		return kernels.LambPhase1(c.T[0], c.T[1], c.T[2], l[1], l[0], l[2], l[3], l[4], l[5], l[6],
+			kernels.LambParams{Beta1: b1, Beta2: c.F[1], Beta3: b3, Eps: c.F[2], WeightDecay: c.F[3]})
+	})
+	Register("optim.lamb_phase2", -1, func(c *Call) error {
+		l, err := splitLists(c, 4, 1)
+		if err != nil {
+			return err
+		}
+		if err := needFloats(c, 1); err != nil {
+			return err
+		}
+		if err := needInts(c, 2); err != nil {
+			return err
+		}
+		return kernels.LambPhase2(c.T[0], l[0], l[1], l[2], l[3], c.F[0], c.I[1] != 0)
 	})
 	Register("optim.lars", -1, func(c *Call) error {
 		l, err := splitLists(c, 2, 1)
@@ -177,34 +220,29 @@ func init() {
 		return kernels.AttnParams{Scale: c.F[0], DropoutP: c.F[1], Causal: c.I[0] != 0,
 			Drop: kernels.Stream{Seed: uint64(c.I[1]), Offset: uint64(c.I[2])}}, nil
 	}
-	Register("attention_fwd", -1, func(c *Call) error {
-		if len(c.T) != 6 && len(c.T) != 7 {
-			return fmt.Errorf("expected 6 or 7 tensors, got %d", len(c.T))
+	// withMask runs an attention kernel over its fixed operands and the optional trailing mask.
+	withMask := func(fixed int, run func(c *Call, mask *kernels.Tensor, p kernels.AttnParams) error) func(c *Call) error {
+		return func(c *Call) error {
+			if len(c.T) != fixed && len(c.T) != fixed+1 {
+				return fmt.Errorf("expected %d or %d tensors, got %d", fixed, fixed+1, len(c.T))
+			}
+			p, err := params(c)
+			if err != nil {
+				return err
+			}
+			var mask *kernels.Tensor
+			if len(c.T) == fixed+1 {
+				mask = &c.T[fixed]
+			}
+			return run(c, mask, p)
 		}
-		p, err := params(c)
-		if err != nil {
-			return err
-		}
-		var mask *kernels.Tensor
-		if len(c.T) == 7 {
-			mask = &c.T[6]
-		}
+	}
+	Register("attention_fwd", -1, withMask(6, func(c *Call, mask *kernels.Tensor, p kernels.AttnParams) error {
 		return kernels.AttentionForward(c.T[0], c.T[1], c.T[2], c.T[3], c.T[4], c.T[5], mask, p)
-	})
-	Register("attention_bwd", -1, func(c *Call) error {
-		if len(c.T) != 10 && len(c.T) != 11 {
-			return fmt.Errorf("expected 10 or 11 tensors, got %d", len(c.T))
-		}
-		p, err := params(c)
-		if err != nil {
-			return err
-		}
-		var mask *kernels.Tensor
-		if len(c.T) == 11 {
-			mask = &c.T[10]
-		}
+	}))
+	Register("attention_bwd", -1, withMask(10, func(c *Call, mask *kernels.Tensor, p kernels.AttnParams) error {
 		return kernels.AttentionBackward(c.T[0], c.T[1], c.T[2], c.T[3], c.T[4], c.T[5], c.T[6], c.T[7], c.T[8], c.T[9], mask, p)
-	})
+	}))
 	Register("attention_dropout_mask", 1, func(c *Call) error {
 		p, err := params(c)
 		if err != nil {

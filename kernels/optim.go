@@ -129,25 +129,17 @@ func AdamW(negStep, wdFactor Tensor, w, g, m, v []Tensor, p AdamWParams) error {
 	if err := checkOptLists("optimizer_adamw", w, g, m, v); err != nil {
 		return err
 	}
-	nsv, err := loadScalar(negStep)
+	k, err := newAdamWConsts(negStep, wdFactor, p)
 	if err != nil {
-		return fmt.Errorf("optimizer_adamw: neg_step: %v", err)
+		return err
 	}
-	wdv, err := loadScalar(wdFactor)
-	if err != nil {
-		return fmt.Errorf("optimizer_adamw: weight_decay: %v", err)
-	}
-	b1, b2, eps := float32(p.Beta1), float32(p.Beta2), float32(p.Eps)
-	c1, c2 := 1-b1, 1-b2
-	ns, wdf := float32(nsv), float32(wdv)
-	decay := p.HasWeightDecay
 	forChunks(w, 4, func(io *chunkIO, pt optPart) {
 		wt, gt, mt, vt := w[pt.ti], g[pt.ti], m[pt.ti], v[pt.ti]
 		ws := io.view(0, wt, pt.lo, pt.hi)
 		gs := io.view(1, gt, pt.lo, pt.hi)
 		ms := io.view(2, mt, pt.lo, pt.hi)
 		vs := io.view(3, vt, pt.lo, pt.hi)
-		adamwChunk(ws, gs, ms, vs, b1, b2, c1, c2, eps, ns, wdf, decay)
+		k.chunk(ws, gs, ms, vs)
 		io.flush(wt, pt.lo, pt.hi, ws)
 		io.flush(mt, pt.lo, pt.hi, ms)
 		io.flush(vt, pt.lo, pt.hi, vs)
@@ -155,18 +147,48 @@ func AdamW(negStep, wdFactor Tensor, w, g, m, v []Tensor, p AdamWParams) error {
 	return nil
 }
 
-func adamwChunk(ws, gs, ms, vs []float32, b1, b2, c1, c2, eps, ns, wdf float32, decay bool) {
+// adamwConsts are one step's AdamW factors in float32.
+type adamwConsts struct {
+	b1, b2, c1, c2, eps, ns, wdf float32
+	decay                        bool
+}
+
+func newAdamWConsts(negStep, wdFactor Tensor, p AdamWParams) (adamwConsts, error) {
+	nsv, err := loadScalar(negStep)
+	if err != nil {
+		return adamwConsts{}, fmt.Errorf("optimizer_adamw: neg_step: %v", err)
+	}
+	wdv, err := loadScalar(wdFactor)
+	if err != nil {
+		return adamwConsts{}, fmt.Errorf("optimizer_adamw: weight_decay: %v", err)
+	}
+	b1, b2 := float32(p.Beta1), float32(p.Beta2)
+	return adamwConsts{b1: b1, b2: b2, c1: 1 - b1, c2: 1 - b2, eps: float32(p.Eps), ns: float32(nsv),
+		wdf: float32(wdv), decay: p.HasWeightDecay}, nil
+}
+
+// moments updates the moments only (the fp8 path's second pass).
+func (k adamwConsts) moments(gs, ms, vs []float32) {
+	ms, vs = ms[:len(gs)], vs[:len(gs)]
+	for i, gi := range gs {
+		ms[i] = k.b1*ms[i] + k.c1*gi
+		vs[i] = k.b2*vs[i] + k.c2*(gi*gi)
+	}
+}
+
+// chunk updates the moments and the weights of one chunk.
+func (k adamwConsts) chunk(ws, gs, ms, vs []float32) {
 	gs, ms, vs = gs[:len(ws)], ms[:len(ws)], vs[:len(ws)]
 	for i := range ws {
 		gi := gs[i]
-		mi := b1*ms[i] + c1*gi
-		vi := b2*vs[i] + c2*(gi*gi)
+		mi := k.b1*ms[i] + k.c1*gi
+		vi := k.b2*vs[i] + k.c2*(gi*gi)
 		ms[i], vs[i] = mi, vi
 		wi := ws[i]
-		if decay {
-			wi *= wdf
+		if k.decay {
+			wi *= k.wdf
 		}
-		ws[i] = wi + ns*(mi/(float32(math.Sqrt(float64(vi)))+eps))
+		ws[i] = wi + k.ns*(mi/(float32(math.Sqrt(float64(vi)))+k.eps))
 	}
 }
 
@@ -390,102 +412,6 @@ func ClipNorm(out, maxNormT Tensor, gs []Tensor) error {
 	coef = min(coef, 1)
 	scaleInPlace(gs, coef)
 	return storeScalar(out, float64(norm))
-}
-
-// LambParams are the scalars of one FusedLamb step.
-type LambParams struct {
-	LR, Beta1, Beta2, Beta3, Eps, WeightDecay float64
-	BiasCorr1, BiasCorr2                      float64 // 1-b1^t, 1-b2^t (1 without bias correction)
-	UseLamb                                   bool
-}
-
-// Lamb runs both LAMB phases: gradients are divided by the clip divisor (a one-element
-// tensor, LambNorm's output), moments updated, u = m^/(sqrt(v^)+eps) + wd*w, and w -= lr*ratio*u with the trust ratio
-// ||w||/||u|| when wd != 0 or use_lamb (1 when either norm is 0).
-func Lamb(clipT Tensor, w, g, m, v []Tensor, p LambParams) error {
-	if err := checkOptLists("optimizer_lamb", w, g, m, v); err != nil {
-		return err
-	}
-	clip, err := loadScalar(clipT)
-	if err != nil {
-		return fmt.Errorf("optimizer_lamb: clip divisor: %v", err)
-	}
-	inv := float32(1 / clip)
-	b1, b2, b3, c2 := float32(p.Beta1), float32(p.Beta2), float32(p.Beta3), float32(1-p.Beta2)
-	bc1, bc2, eps, wd := float32(p.BiasCorr1), float32(p.BiasCorr2), float32(p.Eps), float32(p.WeightDecay)
-	parts := optParts(w)
-	wsq := make([]float64, len(parts))
-	usq := make([]float64, len(parts))
-	update := func(ms, vs, ws, us []float32) {
-		for i := range us {
-			mh := ms[i] / bc1
-			vh := vs[i] / bc2
-			us[i] = mh/(float32(math.Sqrt(float64(vh)))+eps) + wd*ws[i]
-		}
-	}
-	// Phase 1: moments, and the norms of w and of the update per chunk.
-	RunParts(min(Workers(), max(len(parts), 1)), func(wi int) {
-		io := newChunkIO(5)
-		nw := min(Workers(), max(len(parts), 1))
-		for pi := wi; pi < len(parts); pi += nw {
-			pt := parts[pi]
-			ws := io.view(0, w[pt.ti], pt.lo, pt.hi)
-			gs := io.view(1, g[pt.ti], pt.lo, pt.hi)[:len(ws)]
-			ms := io.view(2, m[pt.ti], pt.lo, pt.hi)[:len(ws)]
-			vs := io.view(3, v[pt.ti], pt.lo, pt.hi)[:len(ws)]
-			for i := range ws {
-				gi := gs[i] * inv
-				ms[i] = b1*ms[i] + b3*gi
-				vs[i] = b2*vs[i] + c2*(gi*gi)
-			}
-			io.flush(m[pt.ti], pt.lo, pt.hi, ms)
-			io.flush(v[pt.ti], pt.lo, pt.hi, vs)
-			if cap(io.bufs[4]) < len(ws) {
-				io.bufs[4] = make([]float32, optChunk)
-			}
-			us := io.bufs[4][:len(ws)]
-			update(ms, vs, ws, us)
-			var sw, su float64
-			for i := range ws {
-				sw += float64(ws[i]) * float64(ws[i])
-				su += float64(us[i]) * float64(us[i])
-			}
-			wsq[pi], usq[pi] = sw, su
-		}
-	})
-	ratio := make([]float32, len(w))
-	wn, un := make([]float64, len(w)), make([]float64, len(w))
-	for pi, pt := range parts {
-		wn[pt.ti] += wsq[pi]
-		un[pt.ti] += usq[pi]
-	}
-	for i := range w {
-		ratio[i] = 1
-		if p.WeightDecay != 0 || p.UseLamb {
-			a, b := math.Sqrt(wn[i]), math.Sqrt(un[i])
-			if a > 0 && b > 0 {
-				ratio[i] = float32(a / b)
-			}
-		}
-	}
-	// Phase 2: recompute u from the new moments and the (unchanged) weights, and apply it.
-	lr := float32(p.LR)
-	forChunks(w, 5, func(io *chunkIO, pt optPart) {
-		ws := io.view(0, w[pt.ti], pt.lo, pt.hi)
-		ms := io.view(2, m[pt.ti], pt.lo, pt.hi)[:len(ws)]
-		vs := io.view(3, v[pt.ti], pt.lo, pt.hi)[:len(ws)]
-		if cap(io.bufs[4]) < len(ws) {
-			io.bufs[4] = make([]float32, optChunk)
-		}
-		us := io.bufs[4][:len(ws)]
-		update(ms, vs, ws, us)
-		s := lr * ratio[pt.ti]
-		for i := range ws {
-			ws[i] -= s * us[i]
-		}
-		io.flush(w[pt.ti], pt.lo, pt.hi, ws)
-	})
-	return nil
 }
 
 // Lars rewrites grads in place with the LARS trust ratio: for skip[i] != 0,

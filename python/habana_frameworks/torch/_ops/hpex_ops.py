@@ -29,7 +29,7 @@ def _check_list(op: str, ts: Sequence[torch.Tensor]) -> None:
             raise RuntimeError(f"{op}: unsupported dtype {t.dtype}; float32 and bfloat16 are supported")
 
 
-def _scalar_on(t: torch.Tensor | float, like: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
+def _scalar_on(t: torch.Tensor | float, like: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """A one-element hpu tensor operand (the Go kernels read it when they run)."""
     if isinstance(t, torch.Tensor):
         if t.device.type == "hpu" and t.numel() == 1 and t.dtype in (torch.float32, torch.bfloat16,
@@ -84,100 +84,107 @@ def _run_lists(name: str, head: Sequence[torch.Tensor], lists: Sequence[Sequence
             _native.run(name, ts, [hi - lo, *ints, *extra], floats)
 
 
+def _no_output(*args, **kwargs):
+    return None
+
+
+def _define(schema: str, impl, fake=_no_output) -> None:
+    """Define hpu::<name> with its HPU kernel and a fake kernel (in-place ops return nothing)."""
+    name = schema.split("(", 1)[0]
+    _lib.define(schema)
+    _lib.impl(name, impl, "HPU")
+    torch.library.register_fake(f"hpu::{name}")(fake)
+
+
+def _update_lists(op: str, kernel: str, lists: Sequence[Sequence[torch.Tensor]], written: Sequence[bool],
+                  head: Sequence = (), ints: Sequence[int] = (), floats: Sequence[float] = (),
+                  per_tensor_ints: Sequence[int] | None = None) -> None:
+    """Run a multi-tensor update: the lists (in the Go kernel's order; `written` marks the
+    ones it updates in place) are checked, given contiguous stand-ins, and the head
+    scalars (numbers or one-element tensors; (value, dtype) pairs) made hpu operands."""
+    n = len(lists[0])
+    if any(len(lst) != n for lst in lists):
+        raise RuntimeError(f"{op}: the tensor lists differ in length ({[len(lst) for lst in lists]})")
+    if n == 0:
+        return
+    for lst in lists:
+        _check_list(op, lst)
+    c = _Contig()
+    flat = [c.write(lst) if w else c.read(lst) for lst, w in zip(lists, written)]
+    first = flat[0][0]
+    head_t = [_scalar_on(h[0], first, h[1]) if isinstance(h, tuple) else _scalar_on(h, first) for h in head]
+    _run_lists(kernel, head_t, flat, ints, floats, per_tensor_ints)
+    c.finish()
+
+
 # ----------------------------------------------------------------------------- AdamW
 
-_lib.define(
-    "optimizer_adamw(Tensor[] gradient_vec, Tensor(a!)[] weight_vec, Tensor(b!)[] exp_avg_vec, "
-    "Tensor(c!)[] exp_avg_sq_vec, Tensor neg_step_t, float beta1, float beta2, float epsilon, "
-    "Tensor weight_decay, bool has_weight_decay, Tensor(d!)[]? exp_avg_scales=None, "
-    "Tensor(e!)[]? exp_avg_sq_scales=None) -> ()")
+_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 def optimizer_adamw(gradient_vec, weight_vec, exp_avg_vec, exp_avg_sq_vec, neg_step_t, beta1, beta2,
                     epsilon, weight_decay, has_weight_decay, exp_avg_scales=None, exp_avg_sq_scales=None):
-    if exp_avg_scales is not None or exp_avg_sq_scales is not None:
-        raise NotImplementedError("optimizer_adamw: float8 moments (exp_avg_scales) are not supported by hpusim")
+    """AdamW over the lists; moments may be float8 (then with one power-of-two scale tensor
+    each in exp_avg_scales / exp_avg_sq_scales, rewritten by the kernel)."""
+    floats = [float(beta1), float(beta2), float(epsilon)]
+    head = [neg_step_t, weight_decay]
+    if exp_avg_scales is None and exp_avg_sq_scales is None:
+        _update_lists("optimizer_adamw", "optim.adamw", (weight_vec, gradient_vec, exp_avg_vec, exp_avg_sq_vec),
+                      (True, False, True, True), head, [int(bool(has_weight_decay))], floats)
+        return
+    if exp_avg_scales is None or exp_avg_sq_scales is None:
+        raise RuntimeError("optimizer_adamw: exp_avg_scales and exp_avg_sq_scales go together")
     n = len(weight_vec)
-    if not (len(gradient_vec) == len(exp_avg_vec) == len(exp_avg_sq_vec) == n):
-        raise RuntimeError("optimizer_adamw: gradient, weight and moment lists differ in length")
+    lists = (weight_vec, gradient_vec, exp_avg_vec, exp_avg_sq_vec, exp_avg_scales, exp_avg_sq_scales)
+    if any(len(lst) != n for lst in lists):
+        raise RuntimeError("optimizer_adamw: gradient, weight, moment and scale lists differ in length")
     if n == 0:
         return
-    lists = (weight_vec, gradient_vec, exp_avg_vec, exp_avg_sq_vec)
-    for lst in lists:
-        _check_list("optimizer_adamw", lst)
+    _check_list("optimizer_adamw", weight_vec)
+    _check_list("optimizer_adamw", gradient_vec)
+    for t in (*exp_avg_vec, *exp_avg_sq_vec):
+        if t.device.type != "hpu" or not t.is_contiguous() or t.dtype not in (*_KERNEL_DTYPES, *_FP8):
+            raise RuntimeError(f"optimizer_adamw: moments must be contiguous hpu float32, bfloat16 or float8 "
+                               f"tensors, got {t.dtype} on {t.device}")
     c = _Contig()
-    w, m, v = c.write(weight_vec), c.write(exp_avg_vec), c.write(exp_avg_sq_vec)
-    g = c.read(gradient_vec)
-    head = [_scalar_on(neg_step_t, w[0]), _scalar_on(weight_decay, w[0])]
-    _run_lists("optim.adamw", head, (w, g, m, v), [int(bool(has_weight_decay))],
-               [float(beta1), float(beta2), float(epsilon)])
+    w, g = c.write(weight_vec), c.read(gradient_vec)
+    ts = [_scalar_on(neg_step_t, w[0]), _scalar_on(weight_decay, w[0])]
+    for lst in (w, g, exp_avg_vec, exp_avg_sq_vec, exp_avg_scales, exp_avg_sq_scales):
+        ts.extend(lst)
+    if len(ts) > _MAX_TENSORS:
+        raise RuntimeError(f"optimizer_adamw: at most {(_MAX_TENSORS - 2) // 6} tensors a call with float8 moments")
+    with torch.no_grad():
+        _native.run("optim.adamw", ts, [n, int(bool(has_weight_decay)), 1], floats)
     c.finish()
 
 
-_lib.impl("optimizer_adamw", optimizer_adamw, "HPU")
-
-
-@torch.library.register_fake("hpu::optimizer_adamw")
-def _optimizer_adamw_fake(*args, **kwargs):
-    return None
+_define("optimizer_adamw(Tensor[] gradient_vec, Tensor(a!)[] weight_vec, Tensor(b!)[] exp_avg_vec, "
+        "Tensor(c!)[] exp_avg_sq_vec, Tensor neg_step_t, float beta1, float beta2, float epsilon, "
+        "Tensor weight_decay, bool has_weight_decay, Tensor(d!)[]? exp_avg_scales=None, "
+        "Tensor(e!)[]? exp_avg_sq_scales=None) -> ()", optimizer_adamw)
 
 
 # ------------------------------------------------------------------------------- SGD
 
-_lib.define("optimizer_sgd(Tensor[] gradients, Tensor(a!)[] weights_in, Tensor(b!) learning_rate, "
-            "float wd, float mom, float damp, bool nesterov) -> ()")
-_lib.define("optimizer_sgd_momentum(Tensor[] gradients, Tensor(a!)[] weights_in, Tensor(b!)[] momentum_in, "
-            "Tensor epoch_num, Tensor(c!) learning_rate, Tensor(d!) mom, float wd, float damp, "
-            "bool nesterov) -> ()")
-
-
 def optimizer_sgd(gradients, weights_in, learning_rate, wd, mom, damp, nesterov):
-    if len(gradients) != len(weights_in):
-        raise RuntimeError("optimizer_sgd: gradient and weight lists differ in length")
-    if not weights_in:
-        return
-    _check_list("optimizer_sgd", weights_in)
-    _check_list("optimizer_sgd", gradients)
-    c = _Contig()
-    w, g = c.write(weights_in), c.read(gradients)
-    _run_lists("optim.sgd", [_scalar_on(learning_rate, w[0])], (w, g), [0],
-               [float(wd), float(damp), float(bool(nesterov))])
-    c.finish()
+    _update_lists("optimizer_sgd", "optim.sgd", (weights_in, gradients), (True, False), [learning_rate], [0],
+                  [float(wd), float(damp), float(bool(nesterov))])
 
 
 def optimizer_sgd_momentum(gradients, weights_in, momentum_in, epoch_num, learning_rate, mom, wd, damp,
                            nesterov):
-    if not (len(gradients) == len(weights_in) == len(momentum_in)):
-        raise RuntimeError("optimizer_sgd_momentum: gradient, weight and momentum lists differ in length")
-    if not weights_in:
-        return
-    for lst in (weights_in, gradients, momentum_in):
-        _check_list("optimizer_sgd_momentum", lst)
-    c = _Contig()
-    w, b, g = c.write(weights_in), c.write(momentum_in), c.read(gradients)
-    head = [_scalar_on(learning_rate, w[0]), _scalar_on(mom, w[0]), _scalar_on(epoch_num, w[0], torch.int32)]
-    _run_lists("optim.sgd", head, (w, g, b), [1], [float(wd), float(damp), float(bool(nesterov))])
-    c.finish()
+    _update_lists("optimizer_sgd_momentum", "optim.sgd", (weights_in, gradients, momentum_in), (True, False, True),
+                  [learning_rate, mom, (epoch_num, torch.int32)], [1], [float(wd), float(damp), float(bool(nesterov))])
 
 
-_lib.impl("optimizer_sgd", optimizer_sgd, "HPU")
-_lib.impl("optimizer_sgd_momentum", optimizer_sgd_momentum, "HPU")
-
-
-@torch.library.register_fake("hpu::optimizer_sgd")
-def _optimizer_sgd_fake(*args, **kwargs):
-    return None
-
-
-@torch.library.register_fake("hpu::optimizer_sgd_momentum")
-def _optimizer_sgd_momentum_fake(*args, **kwargs):
-    return None
+_define("optimizer_sgd(Tensor[] gradients, Tensor(a!)[] weights_in, Tensor(b!) learning_rate, "
+        "float wd, float mom, float damp, bool nesterov) -> ()", optimizer_sgd)
+_define("optimizer_sgd_momentum(Tensor[] gradients, Tensor(a!)[] weights_in, Tensor(b!)[] momentum_in, "
+        "Tensor epoch_num, Tensor(c!) learning_rate, Tensor(d!) mom, float wd, float damp, "
+        "bool nesterov) -> ()", optimizer_sgd_momentum)
 
 
 # ------------------------------------------------------------------------------ LAMB
-
-_lib.define("optimizer_lamb_fused_norm(Tensor[] grad, float max_norm) -> Tensor")
-
 
 def optimizer_lamb_fused_norm(grad, max_norm):
     """LAMB's gradient clip divisor: global L2 norm / max_norm when above max_norm, else 1."""
@@ -192,117 +199,84 @@ def optimizer_lamb_fused_norm(grad, max_norm):
     return out
 
 
-_lib.impl("optimizer_lamb_fused_norm", optimizer_lamb_fused_norm, "HPU")
+_define("optimizer_lamb_fused_norm(Tensor[] grad, float max_norm) -> Tensor", optimizer_lamb_fused_norm,
+        lambda grad, max_norm: grad[0].new_empty(1))
 
 
-@torch.library.register_fake("hpu::optimizer_lamb_fused_norm")
-def _optimizer_lamb_fused_norm_fake(grad, max_norm):
-    return grad[0].new_empty(1)
+def optimizer_lamb_phase1(gradients, weights, exp_avg, exp_avg_sq, out_weight_norms, out_adam_norms, out_adam_steps,
+                          clip_global_grad_norm, grad_averaging, beta1, beta2, epsilon, bias_correction1,
+                          bias_correction2, weight_decay):
+    """Moments, the Adam update u (into out_adam_steps) and the norms of w and u (one-element
+    tensors) of every tensor."""
+    _update_lists("optimizer_lamb_phase1", "optim.lamb_phase1",
+                  (weights, gradients, exp_avg, exp_avg_sq, out_weight_norms, out_adam_norms, out_adam_steps),
+                  (False, False, True, True, True, True, True),
+                  [clip_global_grad_norm, bias_correction1, bias_correction2], [int(grad_averaging)],
+                  [float(beta1), float(beta2), float(epsilon), float(weight_decay)])
+
+
+def optimizer_lamb_phase2(weights, adam_norms, weight_norms, adam_steps, neg_step, wd, use_lamb):
+    """w += neg_step * trust_ratio * u, the ratio ||w||/||u|| when wd != 0 or use_lamb."""
+    _update_lists("optimizer_lamb_phase2", "optim.lamb_phase2", (weights, adam_norms, weight_norms, adam_steps),
+                  (True, False, False, False), [neg_step], [int(bool(use_lamb))], [float(wd)])
+
+
+_define("optimizer_lamb_phase1(Tensor[] gradients, Tensor[] weights, Tensor(a!)[] exp_avg, Tensor(b!)[] exp_avg_sq, "
+        "Tensor(c!)[] out_weight_norms, Tensor(d!)[] out_adam_norms, Tensor(e!)[] out_adam_steps, "
+        "Tensor clip_global_grad_norm, int grad_averaging, float beta1, float beta2, float epsilon, "
+        "Tensor bias_correction1, Tensor bias_correction2, float weight_decay) -> ()", optimizer_lamb_phase1)
+_define("optimizer_lamb_phase2(Tensor(a!)[] weights, Tensor[] adam_norms, Tensor[] weight_norms, "
+        "Tensor[] adam_steps, Tensor neg_step, float wd, bool use_lamb) -> ()", optimizer_lamb_phase2)
 
 
 def lamb_step(clip: torch.Tensor, weights, grads, exp_avgs, exp_avg_sqs, *, lr: float, beta1: float,
               beta2: float, beta3: float, eps: float, weight_decay: float, bias_correction1: float,
               bias_correction2: float, use_lamb: bool) -> None:
     """Both LAMB phases for one group in one Go call (hpusim's fusion of the bridge's
-    optimizer_lamb_phase1 and optimizer_lamb_phase2)."""
-    for lst in (weights, grads, exp_avgs, exp_avg_sqs):
-        _check_list("optimizer_lamb", lst)
-    c = _Contig()
-    w, m, v = c.write(weights), c.write(exp_avgs), c.write(exp_avg_sqs)
-    g = c.read(grads)
-    _run_lists("optim.lamb", [clip], (w, g, m, v), [int(bool(use_lamb))],
-               [lr, beta1, beta2, beta3, eps, weight_decay, bias_correction1, bias_correction2])
-    c.finish()
+    optimizer_lamb_phase1 and optimizer_lamb_phase2; u is recomputed, never stored)."""
+    _update_lists("optimizer_lamb", "optim.lamb", (weights, grads, exp_avgs, exp_avg_sqs), (True, False, True, True),
+                  [clip], [int(bool(use_lamb))],
+                  [lr, beta1, beta2, beta3, eps, weight_decay, bias_correction1, bias_correction2])
 
 
 # ------------------------------------------------------------------------------ LARS
 
-_lib.define("optimizer_lars(Tensor[] params, Tensor(a!)[] grads, int[] skip_masks, float eeta, "
-            "float weight_decay, float eps, Tensor lr) -> ()")
-
-
 def optimizer_lars(params, grads, skip_masks, eeta, weight_decay, eps, lr):
-    if not (len(params) == len(grads) == len(skip_masks)):
+    if len(skip_masks) != len(params):
         raise RuntimeError("optimizer_lars: params, grads and skip_masks differ in length")
-    if not params:
-        return
-    _check_list("optimizer_lars", params)
-    _check_list("optimizer_lars", grads)
-    c = _Contig()
-    g, w = c.write(grads), c.read(params)
-    _run_lists("optim.lars", [_scalar_on(lr, w[0])], (w, g), (), [float(eeta), float(weight_decay), float(eps)],
-               per_tensor_ints=[int(s) for s in skip_masks])
-    c.finish()
+    _update_lists("optimizer_lars", "optim.lars", (params, grads), (False, True), [lr], (),
+                  [float(eeta), float(weight_decay), float(eps)], per_tensor_ints=[int(s) for s in skip_masks])
 
 
-_lib.impl("optimizer_lars", optimizer_lars, "HPU")
-
-
-@torch.library.register_fake("hpu::optimizer_lars")
-def _optimizer_lars_fake(*args, **kwargs):
-    return None
+_define("optimizer_lars(Tensor[] params, Tensor(a!)[] grads, int[] skip_masks, float eeta, "
+        "float weight_decay, float eps, Tensor lr) -> ()", optimizer_lars)
 
 
 # -------------------------------------------------------------- ResourceApplyMomentum
-
-_lib.define("optimizer_resource_apply_momentum(Tensor(a!)[] params_momentum_buf_list, Tensor[] dp_list, "
-            "float momentum) -> ()")
-
 
 def optimizer_resource_apply_momentum(params_momentum_buf_list, dp_list, momentum):
     pm = list(params_momentum_buf_list)
     if len(pm) != 2 * len(dp_list):
         raise RuntimeError("optimizer_resource_apply_momentum: expected [param, momentum_buf] pairs, "
                            "one per gradient")
-    if not dp_list:
-        return
-    _check_list("optimizer_resource_apply_momentum", pm)
-    _check_list("optimizer_resource_apply_momentum", dp_list)
-    c = _Contig()
-    w, b = c.write(pm[0::2]), c.write(pm[1::2])
-    d = c.read(dp_list)
-    _run_lists("optim.resource_apply_momentum", [], (w, b, d), (), [float(momentum)])
-    c.finish()
+    _update_lists("optimizer_resource_apply_momentum", "optim.resource_apply_momentum",
+                  (pm[0::2], pm[1::2], dp_list), (True, True, False), floats=[float(momentum)])
 
 
-_lib.impl("optimizer_resource_apply_momentum", optimizer_resource_apply_momentum, "HPU")
-
-
-@torch.library.register_fake("hpu::optimizer_resource_apply_momentum")
-def _optimizer_ram_fake(*args, **kwargs):
-    return None
+_define("optimizer_resource_apply_momentum(Tensor(a!)[] params_momentum_buf_list, Tensor[] dp_list, "
+        "float momentum) -> ()", optimizer_resource_apply_momentum)
 
 
 # ------------------------------------------------------------------------------- EMA
 
-_lib.define("optimizer_ema(Tensor[] model_inputs, Tensor(a!)[] updated_ema, Tensor decay) -> ()")
-
-
 def optimizer_ema(model_inputs, updated_ema, decay):
-    if len(model_inputs) != len(updated_ema):
-        raise RuntimeError("optimizer_ema: model and ema lists differ in length")
-    if not updated_ema:
-        return
-    _check_list("optimizer_ema", updated_ema)
-    _check_list("optimizer_ema", model_inputs)
-    c = _Contig()
-    e, m = c.write(updated_ema), c.read(model_inputs)
-    _run_lists("optim.ema", [_scalar_on(decay, e[0])], (e, m))
-    c.finish()
+    _update_lists("optimizer_ema", "optim.ema", (updated_ema, model_inputs), (True, False), [decay])
 
 
-_lib.impl("optimizer_ema", optimizer_ema, "HPU")
-
-
-@torch.library.register_fake("hpu::optimizer_ema")
-def _optimizer_ema_fake(*args, **kwargs):
-    return None
+_define("optimizer_ema(Tensor[] model_inputs, Tensor(a!)[] updated_ema, Tensor decay) -> ()", optimizer_ema)
 
 
 # -------------------------------------------------------------------------- clip norm
-
-_lib.define("fused_clip_norm(Tensor(a!)[] grad, Tensor max_norm, float norm_type) -> Tensor")
-
 
 def fused_clip_norm(grad, max_norm, norm_type):
     if float(norm_type) != 2.0:
@@ -319,25 +293,16 @@ def fused_clip_norm(grad, max_norm, norm_type):
     return out
 
 
-_lib.impl("fused_clip_norm", fused_clip_norm, "HPU")
-
-
-@torch.library.register_fake("hpu::fused_clip_norm")
-def _fused_clip_norm_fake(grad, max_norm, norm_type):
-    return grad[0].new_empty(())
+_define("fused_clip_norm(Tensor(a!)[] grad, Tensor max_norm, float norm_type) -> Tensor", fused_clip_norm,
+        lambda grad, max_norm, norm_type: grad[0].new_empty(()))
 
 
 # --------------------------------------------------------------------------- Adagrad
 
 def adagrad_step(weights, grads, sums, *, clr: float, weight_decay: float, eps: float) -> None:
     """One fused Adagrad update of a group (the bridge's `_hpex_C.fused_adagrad`)."""
-    for lst in (weights, grads, sums):
-        _check_list("fused_adagrad", lst)
-    c = _Contig()
-    w, s = c.write(weights), c.write(sums)
-    g = c.read(grads)
-    _run_lists("optim.adagrad", [], (w, g, s), (), [clr, weight_decay, eps])
-    c.finish()
+    _update_lists("fused_adagrad", "optim.adagrad", (weights, grads, sums), (True, False, True),
+                  floats=[clr, weight_decay, eps])
 
 
 # ---------------------------------------------------------------------------- RMS norm

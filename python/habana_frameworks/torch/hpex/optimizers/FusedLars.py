@@ -8,6 +8,8 @@ import torch
 from habana_frameworks.torch.core import step_closure
 from habana_frameworks.torch._ops import hpex_ops  # noqa: F401
 
+from ._fused import run_closure
+
 
 class FusedLars:
     def __init__(self, optimizer, skip_mask, eeta=0.001, eps=1e-8):
@@ -55,10 +57,7 @@ class FusedLars:
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = run_closure(closure)
         weight_decays = []
         for group in self.optim.param_groups:
             wd = group.get("weight_decay", 0)

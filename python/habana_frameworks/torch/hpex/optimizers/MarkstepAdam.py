@@ -7,7 +7,9 @@ import torch
 from habana_frameworks.torch.core import step_closure
 
 
-class MarkstepAdam(torch.optim.Adam):
+class _MarkStepAround:
+    """Mixin: the base optimizer's step between two lazy-mode mark_steps."""
+
     @torch.no_grad()
     def step(self, closure=None):
         step_closure._mark_step_if_lazy()
@@ -16,10 +18,9 @@ class MarkstepAdam(torch.optim.Adam):
         return loss
 
 
-class MarkstepAdamW(torch.optim.AdamW):
-    @torch.no_grad()
-    def step(self, closure=None):
-        step_closure._mark_step_if_lazy()
-        loss = super().step(closure)
-        step_closure._mark_step_if_lazy()
-        return loss
+class MarkstepAdam(_MarkStepAround, torch.optim.Adam):
+    pass
+
+
+class MarkstepAdamW(_MarkStepAround, torch.optim.AdamW):
+    pass

@@ -6,6 +6,7 @@ from .FusedLamb import FusedLamb
 from .FusedLars import FusedLars
 from .FusedResourceApplyMomentum import FusedResourceApplyMomentum
 from .FusedSGD import FusedSGD
+from . import distributed
 from .MarkstepAdam import MarkstepAdam as Adam
 from .MarkstepAdam import MarkstepAdamW as AdamW
 
