@@ -192,6 +192,42 @@ def test_whole_training_step_compiled_including_optimizer_step(optim):
             torch.testing.assert_close(opt.state[p_hpu][key].cpu(), value, rtol=1e-4, atol=1e-6)
 
 
+def test_host_scalar_math_runs_in_the_recipe_and_writes_back():
+    """AdamW's pattern without `capturable`: a host 0-dim step count, incremented in place,
+    whose bias corrections scale a device tensor. The corrections run inside the recipe
+    (only the host write-back `step + 1` stays eager), the host step is updated in place,
+    and later calls use the new step (nothing is baked in)."""
+    from habana_frameworks.torch.dynamo.compile_backend import passes
+
+    def f(step, p):
+        step += 1
+        bc1 = 1 - 0.9 ** step
+        bc2 = (1 - 0.999 ** step).sqrt()
+        p.mul_(bc2 / bc1)
+        return p
+
+    eager_ops: list[str] = []
+
+    def record(ctx):
+        eager_ops.extend(str(n.target) for n in passes.eager_compute_nodes(ctx.graph_module))
+        return False
+
+    stage = passes.OptimizationPassPlacement.POST_PARTITIONER
+    passes.register_pass_at_optimization_pass(record, stage)
+    try:
+        compiled = _compile(f)
+        step_h, p_h = torch.tensor(3.0), torch.linspace(-1, 1, 7).to("hpu")
+        step_c, p_c = torch.tensor(3.0), torch.linspace(-1, 1, 7)
+        for _ in range(3):
+            compiled(step_h, p_h)
+            f(step_c, p_c)
+    finally:
+        passes._PASSES[stage].remove(record)
+    assert sorted(set(eager_ops)) == ["aten.add.Tensor", "aten.copy_.default"]
+    assert step_h.device.type == "cpu" and step_h.item() == step_c.item() == 6.0
+    torch.testing.assert_close(p_h.cpu(), p_c, rtol=1e-6, atol=1e-7)
+
+
 # ---- what a compiled region can contain ------------------------------------------------
 
 def test_cpu_fallback_op_runs_eagerly_inside_the_graph(fallback_counter):

@@ -63,7 +63,16 @@ def hpu_compiler_inner(gm: torch.fx.GraphModule, example_inputs: list[Any], is_t
     logger.info("%s compiled (%s%s): %d clusters, %s, %.3f s", graph_name,
                 "training" if is_training else "inference", " backward" if is_backward else "",
                 len(ctx.clusters), ctx.placement_counts, time.perf_counter() - t0)
-    return _boxed(ctx.graph_module.forward)
+    return _boxed(_direct_forward(ctx.graph_module))
+
+
+def _direct_forward(gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    """The graph's generated forward, called without nn.Module's __call__ (hooks, the lazy
+    recompile check): a cached graph's launch then costs one Python function call."""
+    real_recompile = getattr(gm, "real_recompile", None)
+    if real_recompile is not None:  # a _LazyGraphModule generates its code at the first call
+        real_recompile()
+    return gm.forward
 
 
 def hpu_training_compiler_fw(gm: torch.fx.GraphModule, example_inputs: list[Any]):

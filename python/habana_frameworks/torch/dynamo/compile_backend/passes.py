@@ -1,6 +1,7 @@
 """hpu_backend's FX pass pipeline, in the bridge's four stages:
 
-PRE_PLACEMENT     fake propagation (output metadata), placement of every node
+PRE_PLACEMENT     fake propagation (output metadata), placement of every node, host scalar
+                  math (optimizer step counts) moved into the clusters
 PRE_PARTITIONER   views feeding only eager nodes become eager (`eagerize_leaf_views`)
 PARTITIONER       CapabilityBasedPartitioner over `hpu_cluster` nodes, fused into submodules
 POST_PARTITIONER  summary, the eager-fallback check, each cluster turned into a recipe runner
@@ -24,7 +25,7 @@ from .._env_flags import truthy
 from . import config
 from .logger import fx_graph_logger, logger
 from .recipe_compiler import ClusterRunner
-from .shared_layer import EAGER, HPU_CLUSTER, mark_placement
+from .shared_layer import EAGER, HPU_CLUSTER, mark_placement, place_host_scalar_math
 
 
 class OptimizationPassPlacement(enum.Enum):
@@ -77,6 +78,18 @@ def pass_mark_placement(ctx: PassContext) -> bool:
     return True
 
 
+def pass_wa_mixed_devices(ctx: PassContext) -> bool:
+    """The bridge's workaround for Adam's host scalar tensors: host 0-dim math (step counts,
+    bias corrections) that feeds only clusters runs inside them (see
+    shared_layer.place_host_scalar_math)."""
+    moved = place_host_scalar_math(ctx.graph_module)
+    if moved:
+        ctx.placement_counts[HPU_CLUSTER] += moved
+        ctx.placement_counts[EAGER] -= moved
+        logger.debug("%s: %d host scalar ops run in clusters", ctx.graph_name, moved)
+    return bool(moved)
+
+
 def _is_view(node: torch.fx.Node) -> bool:
     return isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
 
@@ -110,6 +123,11 @@ def _writes_input(node: torch.fx.Node) -> bool:
             and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder")
 
 
+def _writes_placeholder(node: torch.fx.Node) -> bool:
+    return (node.op == "call_function" and node.target is torch.ops.aten.copy_.default
+            and isinstance(node.args[0], torch.fx.Node) and node.args[0].op == "placeholder")
+
+
 def _unit_order(nodes: list[torch.fx.Node], unit_of: dict[torch.fx.Node, Any], key: dict[Any, int]) -> list[Any]:
     """Units (a partition or a single node) in dependency order, ties broken by `key`
     (the original position; a partition's last member): the order the graph runs them."""
@@ -119,7 +137,11 @@ def _unit_order(nodes: list[torch.fx.Node], unit_of: dict[torch.fx.Node, Any], k
     users: dict[Any, set] = {u: set() for u in key}
     for n in nodes:
         u = unit_of[n]
-        for a in n.all_input_nodes:
+        before = list(n.all_input_nodes)
+        if _writes_placeholder(n):
+            # A write into a graph input runs after every read of the old value.
+            before += [r for r in _readers(n.args[0]) if r is not n]
+        for a in before:
             ua = unit_of[a]
             if ua != u and ua not in deps[u]:
                 deps[u].add(ua)
@@ -287,7 +309,7 @@ def pass_compile_clusters(ctx: PassContext) -> bool:
 
 _PASSES: dict[OptimizationPassPlacement, list[Pass]] = {
     OptimizationPassPlacement.PRE_PLACEMENT: [pass_graph_print, pass_fake_propagation, pass_mark_placement,
-                                              pass_graph_print],
+                                              pass_wa_mixed_devices, pass_graph_print],
     OptimizationPassPlacement.PRE_PARTITIONER: [pass_graph_print, pass_eagerize_leaf_views],
     OptimizationPassPlacement.PARTITIONER: [pass_graph_print, pass_propose_partitions, pass_fuse_partitions,
                                             pass_graph_print],

@@ -119,3 +119,59 @@ def mark_placement(gm: torch.fx.GraphModule, is_dynamic: bool = False) -> dict[s
             logger.info("Node placement. Node: %s op: %s placement: %s target: %s dynamic: %s",
                         node.name, node.op, placement, node.target, is_dynamic)
     return counts
+
+
+def _is_host_scalar(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dim() == 0
+
+
+def _host_scalar_math(node: torch.fx.Node) -> bool:
+    """A functional native op computing a host 0-dim tensor from host 0-dim tensors and
+    numbers: an optimizer's step count and bias corrections (AdamW without `capturable`)."""
+    op = node.target
+    if node.op != "call_function" or not isinstance(op, OpOverload) or op._schema.is_mutable:
+        return False
+    if _schema_name(op) in _FORCED_EAGER or is_random(op) or not _is_host_scalar(node.meta.get("val")):
+        return False
+    return all(_is_host_scalar(t) for t in _arg_tensors(node)) and serves_natively(op)
+
+
+def _writes_host_input(node: torch.fx.Node) -> bool:
+    return (node.target is torch.ops.aten.copy_.default and isinstance(node.args[0], torch.fx.Node)
+            and node.args[0].op == "placeholder" and _is_host_scalar(node.args[0].meta.get("val")))
+
+
+def place_host_scalar_math(gm: torch.fx.GraphModule) -> int:
+    """Host scalar math that only feeds recipe clusters (or the write-back of a step count)
+    joins the clusters: a cluster runner moves its host 0-dim inputs to the device in one
+    packed copy, so the math runs inside the recipe instead of as ~10 host ops per
+    parameter per step. Its results then live on hpu; a write-back into a host input
+    (`copy_`) copies them back. Nodes whose values leave the graph or reach an eager op
+    keep running on the host. Returns how many nodes moved."""
+    moved = 0
+    for node in reversed(list(gm.graph.nodes)):
+        if node.meta.get("placement") != EAGER or not _host_scalar_math(node):
+            continue
+        if all(u.meta.get("placement") == HPU_CLUSTER or _writes_host_input(u) for u in node.users):
+            node.meta["placement"] = HPU_CLUSTER
+            node.meta.pop("eager_reason", None)
+            node.meta["host_scalar_math"] = True
+            moved += 1
+            _keep_write_back_on_host(gm, node)
+    return moved
+
+
+def _keep_write_back_on_host(gm: torch.fx.GraphModule, node: torch.fx.Node) -> None:
+    """`step.copy_(step + 1)`: the write-back gets a host twin of `step + 1` (when its
+    inputs are graph inputs or numbers), so it stays a host op instead of a device-to-host
+    copy of the recipe's result."""
+    writes = [u for u in node.users if _writes_host_input(u)]
+    if not writes or any(isinstance(a, torch.fx.Node) and a.op != "placeholder" for a in node.all_input_nodes):
+        return
+    with gm.graph.inserting_after(node):
+        twin = gm.graph.call_function(node.target, node.args, node.kwargs)
+    twin.meta.update({k: v for k, v in node.meta.items() if k != "host_scalar_math"})
+    twin.meta["placement"] = EAGER
+    twin.meta["eager_reason"] = "host write-back of host scalar math"
+    for w in writes:
+        w.replace_input_with(node, twin)
