@@ -61,6 +61,22 @@ XFAIL: dict[tuple[str, str, str | None], str] = {
         "float64 reference (measured float32: cpu 5.8e-5, hpu 7.4e-5; bfloat16: cpu 4.9e-5, "
         "hpu 2.1e-4 on dq); tests/test_hpex_kernels.py judges it against float64"),
 }
+# Special functions (kernels/special*.go) compute in float64 and round once; torch's float32
+# kernels lose ulps (trigamma's reflection, the polynomial recurrences, i0e in bfloat16), so on
+# op_db's samples the two differ beyond assert_close while hpu is the closer to float64
+# (max relative error vs float64, measured). tests/test_special_math.py judges them against float64.
+_SPECIAL_F64 = ("native special functions (kernels/special.go) are within an ulp of float64 where torch's "
+                "float32 kernels are not: ")
+_TRIGAMMA = _SPECIAL_F64 + "trigamma of negative x: cpu 2.0e-5, hpu 5.7e-8"
+XFAIL.update({
+    **{("polygamma", f"polygamma_n_{n}", "float32"): _TRIGAMMA for n in range(5)},
+    ("special.polygamma", "special_polygamma_n_0", "float32"): _TRIGAMMA,
+    ("digamma", "", "float32"): _SPECIAL_F64 + "its gradient (trigamma): cpu 2.0e-5, hpu 9.7e-8",
+    ("special.log_ndtr", "", "float32"): _SPECIAL_F64 + "gradient: cpu 4.5e-6, hpu 1.1e-6",
+    ("special.hermite_polynomial_he", "", "float32"): _SPECIAL_F64 + "cancelling recurrence: cpu 1.2e-5, hpu 5.7e-8",
+    ("special.i0e", "", "bfloat16"): _SPECIAL_F64 + "bfloat16 i0e 7.8e-3 vs 2.7e-3; the cancelling gradient "
+                                     "i1e - sgn*i0e: cpu 5.3e-2, hpu 4.4e-2",
+})
 
 
 def _is_random(op) -> bool:

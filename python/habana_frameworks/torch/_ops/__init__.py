@@ -15,3 +15,5 @@ from . import hpex_ops  # noqa: F401
 from . import hpex_attention  # noqa: F401
 from . import elementwise_more  # noqa: F401
 from . import shape_ops  # noqa: F401
+from . import special_ops  # noqa: F401
+from . import pointwise_ops  # noqa: F401
