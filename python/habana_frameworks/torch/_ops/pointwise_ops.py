@@ -248,7 +248,7 @@ native("aten::floor_divide_.Tensor", "aten::floor_divide_.Scalar")(
 
 def _pow(self, exponent, out=None, inplace=False):
     """pow of any real operands: floats through Go's pow, integers by exact integer power."""
-    from .elementwise import _pow_tt, _pow_ts
+    from .elementwise import _pow_tt, _pow_ts, _pow_st
     _complexy(self, exponent)
     rt = _rt(self, exponent)
     if inplace and rt != self.dtype:
@@ -258,7 +258,7 @@ def _pow(self, exponent, out=None, inplace=False):
             if isinstance(exponent, torch.Tensor):
                 return _pow_tt(self, exponent, out=out, inplace=inplace)
             return _pow_ts(self, exponent, out=out, inplace=inplace)
-        return ew("pow", [self, exponent], rt, out=out)  # a Python number base
+        return _pow_st(self, exponent, out=out)  # a Python number base
     if rt == torch.bool:
         raise NotNative
     if not isinstance(exponent, torch.Tensor) and exponent < 0:
