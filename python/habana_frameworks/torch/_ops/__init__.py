@@ -17,3 +17,4 @@ from . import elementwise_more  # noqa: F401
 from . import shape_ops  # noqa: F401
 from . import special_ops  # noqa: F401
 from . import pointwise_ops  # noqa: F401
+from . import nn_more_ops  # noqa: F401
