@@ -1,7 +1,8 @@
 """Upsampling, padding and pooling kernels (kernels/resample.go, kernels/pool3d.go through
 _ops/nn_more_ops.py) against torch's CPU kernels on layouts op_db does not sample:
 channels_last, permuted and sliced inputs, no batch axis, zero-size, negative padding, plus
-the errors bad input raises. Every case also asserts that nothing fell back to CPU."""
+the errors bad input raises; and the compositions of nn_composite_ops.py. Every case also
+asserts that nothing fell back to CPU."""
 from __future__ import annotations
 
 import os
@@ -157,3 +158,24 @@ def test_fractional_max_pool_deterministic_given_samples():
     got = torch.ops.aten.fractional_max_pool3d(x3.to("hpu"), [2, 3, 2], [3, 4, 5], s3.to("hpu"))
     torch.testing.assert_close(got[0].cpu(), ref[0])
     torch.testing.assert_close(got[1].cpu(), ref[1])
+
+
+def test_composite_nn_ops_native():
+    """nn_composite_ops.py: compositions of native ops, forward and backward, no fallback."""
+    x = torch.randn(2, 6, 3, 4)
+    _run(lambda t: F.channel_shuffle(t, 3), x.contiguous(memory_format=torch.channels_last), grad=False)
+    _run(lambda t: F.channel_shuffle(t, 2), torch.randint(0, 9, (2, 4, 3)), grad=False)
+    _run(lambda t: t.unfold(2, 3, 2) * 2, x)
+    _run(lambda t: torch.renorm(t, 2, 1, 1.5), x)
+    _run(lambda t: F.unfold(t, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)), x)
+    _run(lambda t: F.fold(t, (5, 6), (2, 2), padding=1), torch.randn(2, 12, 42))
+    y = torch.randn(3, 7)
+    _run(lambda t: torch.cdist(t, y.to(t.device), p=1.5), torch.randn(4, 7))
+    _run(lambda t: torch.cdist(t, y.to(t.device), p=float("inf")), torch.randn(4, 7))
+    _run(lambda t: F.pdist(t, 3.0), torch.randn(5, 4))
+    tgt = torch.randint(0, 5, (2, 3, 4))
+    _run(lambda t: F.cross_entropy(t, tgt.to(t.device)), torch.randn(2, 5, 3, 4))
+    w = torch.randn(6, 2, 3, 3)
+    _run(lambda t: F.conv_transpose2d(t, w.to(t.device), stride=2, padding=1, output_padding=1, groups=2), x)
+    w1 = torch.randn(6, 4, 3)
+    _run(lambda t: F.conv_transpose1d(t, w1.to(t.device), stride=2, dilation=2), torch.randn(2, 6, 5))

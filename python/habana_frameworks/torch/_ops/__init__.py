@@ -18,3 +18,4 @@ from . import shape_ops  # noqa: F401
 from . import special_ops  # noqa: F401
 from . import pointwise_ops  # noqa: F401
 from . import nn_more_ops  # noqa: F401
+from . import nn_composite_ops  # noqa: F401
