@@ -19,3 +19,4 @@ from . import special_ops  # noqa: F401
 from . import pointwise_ops  # noqa: F401
 from . import nn_more_ops  # noqa: F401
 from . import nn_composite_ops  # noqa: F401
+from . import distribution_ops  # noqa: F401
