@@ -77,46 +77,9 @@ func init() {
 	})
 	// xlogy: p[0] = the storage dtype code; bfloat16/float16 round log(y) to that dtype
 	// before the product, as torch's CPU kernel computes in the reduced type.
-	defEW("xlogy", 2, func(o []float32, in [][]float32, p []float64) {
-		a, b := in[0][:len(o)], in[1][:len(o)]
-		dt := DType(p[0])
-		for i := range o {
-			x, y := a[i], b[i]
-			switch {
-			case y != y:
-				o[i] = y
-			case x == 0:
-				o[i] = 0
-			default:
-				o[i] = x * roundTo(dt, float32(math.Log(float64(y))))
-			}
-		}
-	}, func(o []float64, in [][]float64, p []float64) {
-		a, b := in[0][:len(o)], in[1][:len(o)]
-		for i := range o {
-			x, y := a[i], b[i]
-			switch {
-			case y != y:
-				o[i] = y
-			case x == 0:
-				o[i] = 0
-			default:
-				o[i] = x * math.Log(y)
-			}
-		}
-	}, nil)
-	defEW("fmax", 2, ewFmax[float32], ewFmax[float64], func(o []int64, in [][]int64, p []float64) {
-		a, b := in[0][:len(o)], in[1][:len(o)]
-		for i := range o {
-			o[i] = max(a[i], b[i])
-		}
-	})
-	defEW("fmin", 2, ewFmin[float32], ewFmin[float64], func(o []int64, in [][]int64, p []float64) {
-		a, b := in[0][:len(o)], in[1][:len(o)]
-		for i := range o {
-			o[i] = min(a[i], b[i])
-		}
-	})
+	defXLog("xlogy", math.Log)
+	defEW("fmax", 2, ewFMaxMin[float32](true), ewFMaxMin[float64](true), ewMaxI64)
+	defEW("fmin", 2, ewFMaxMin[float32](false), ewFMaxMin[float64](false), ewMinI64)
 	defEW("heaviside", 2, ewHeaviside[float32], ewHeaviside[float64], func(o []int64, in [][]int64, p []float64) {
 		a, b := in[0][:len(o)], in[1][:len(o)]
 		for i := range o {
@@ -303,35 +266,58 @@ func defBinMath(name string, f func(a, b float64) float64) {
 	}, nil)
 }
 
-// fmax/fmin: NaN only when both are NaN (unlike maximum/minimum).
-func ewFmax[T flt](o []T, in [][]T, p []float64) {
-	a, b := in[0][:len(o)], in[1][:len(o)]
-	for i := range o {
-		x, y := a[i], b[i]
-		switch {
-		case x != x:
-			o[i] = y
-		case y != y:
-			o[i] = x
-		default:
-			o[i] = max(x, y)
+// ewFMaxMin is fmax (isMax) or fmin: NaN only when both are NaN (unlike maximum/minimum).
+func ewFMaxMin[T flt](isMax bool) EWFunc[T] {
+	return func(o []T, in [][]T, p []float64) {
+		a, b := in[0][:len(o)], in[1][:len(o)]
+		for i := range o {
+			x, y := a[i], b[i]
+			switch {
+			case x != x:
+				o[i] = y
+			case y != y:
+				o[i] = x
+			case isMax:
+				o[i] = max(x, y)
+			default:
+				o[i] = min(x, y)
+			}
 		}
 	}
 }
 
-func ewFmin[T flt](o []T, in [][]T, p []float64) {
-	a, b := in[0][:len(o)], in[1][:len(o)]
-	for i := range o {
-		x, y := a[i], b[i]
-		switch {
-		case x != x:
-			o[i] = y
-		case y != y:
-			o[i] = x
-		default:
-			o[i] = min(x, y)
+// defXLog defines x * logf(y) (xlogy, xlog1py): 0 where x == 0 unless y is NaN. p[0] is the
+// storage dtype code: bfloat16/float16 round logf(y) to that dtype before the product, as
+// torch's CPU kernels compute in the reduced type.
+func defXLog(name string, logf func(float64) float64) {
+	defEW(name, 2, func(o []float32, in [][]float32, p []float64) {
+		a, b := in[0][:len(o)], in[1][:len(o)]
+		dt := DType(p[0])
+		for i := range o {
+			x, y := a[i], b[i]
+			switch {
+			case y != y:
+				o[i] = y
+			case x == 0:
+				o[i] = 0
+			default:
+				o[i] = x * roundTo(dt, float32(logf(float64(y))))
+			}
 		}
-	}
+	}, func(o []float64, in [][]float64, p []float64) {
+		a, b := in[0][:len(o)], in[1][:len(o)]
+		for i := range o {
+			x, y := a[i], b[i]
+			switch {
+			case y != y:
+				o[i] = y
+			case x == 0:
+				o[i] = 0
+			default:
+				o[i] = x * logf(y)
+			}
+		}
+	}, nil)
 }
 
 func ewHeaviside[T flt](o []T, in [][]T, p []float64) {

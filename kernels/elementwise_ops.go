@@ -19,6 +19,21 @@ func b2f[T flt](b bool) T {
 	return 0
 }
 
+// ewMaxI64/ewMinI64: maximum/minimum (and fmax/fmin) of integers, which have no NaN.
+func ewMaxI64(o []int64, in [][]int64, p []float64) {
+	a, b := in[0][:len(o)], in[1][:len(o)]
+	for i := range o {
+		o[i] = max(a[i], b[i])
+	}
+}
+
+func ewMinI64(o []int64, in [][]int64, p []float64) {
+	a, b := in[0][:len(o)], in[1][:len(o)]
+	for i := range o {
+		o[i] = min(a[i], b[i])
+	}
+}
+
 func b2i(b bool) int64 {
 	if b {
 		return 1
@@ -45,18 +60,8 @@ func init() {
 	defEW("div_trunc", 2, ewDivTrunc[float32], ewDivTrunc[float64], nil)
 	defEW("div_floor", 2, ewDivFloor[float32], ewDivFloor[float64], nil)
 	defEW("pow", 2, ewPow[float32], ewPow[float64], nil)
-	defEW("maximum", 2, ewMaximum[float32], ewMaximum[float64], func(o []int64, in [][]int64, p []float64) {
-		a, b := in[0][:len(o)], in[1][:len(o)]
-		for i := range o {
-			o[i] = max(a[i], b[i])
-		}
-	})
-	defEW("minimum", 2, ewMinimum[float32], ewMinimum[float64], func(o []int64, in [][]int64, p []float64) {
-		a, b := in[0][:len(o)], in[1][:len(o)]
-		for i := range o {
-			o[i] = min(a[i], b[i])
-		}
-	})
+	defEW("maximum", 2, ewMaximum[float32], ewMaximum[float64], ewMaxI64)
+	defEW("minimum", 2, ewMinimum[float32], ewMinimum[float64], ewMinI64)
 
 	// Comparisons and logical ops: 1/0 in the compute class, stored as bool by the caller's output dtype.
 	defCmp("eq", func(a, b float64) bool { return a == b })

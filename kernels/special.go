@@ -61,28 +61,7 @@ func init() {
 	defBinMath("zeta", hurwitzZeta)
 	defBinMath("igamma", igamma)
 	defBinMath("igammac", igammac)
-	// xlog1py: p[0] = the storage dtype code; bfloat16/float16 round log1p(y) to that
-	// dtype before the product, as torch's CPU kernel computes in the reduced type.
-	defEW("xlog1py", 2, func(o []float32, in [][]float32, p []float64) {
-		a, b := in[0][:len(o)], in[1][:len(o)]
-		dt := DType(p[0])
-		for i := range o {
-			x, y := a[i], b[i]
-			switch {
-			case y != y:
-				o[i] = y
-			case x == 0:
-				o[i] = 0
-			default:
-				o[i] = x * roundTo(dt, float32(math.Log1p(float64(y))))
-			}
-		}
-	}, func(o []float64, in [][]float64, p []float64) {
-		a, b := in[0][:len(o)], in[1][:len(o)]
-		for i := range o {
-			o[i] = xlog1py(a[i], b[i])
-		}
-	}, nil)
+	defXLog("xlog1py", math.Log1p) // elementwise_more.go
 }
 
 // ---------------------------------------------------------------- gamma family
@@ -326,17 +305,6 @@ func gammaCF(a, x float64) float64 {
 		}
 	}
 	return gammaPrefix(a, x) * h
-}
-
-// xlog1py: x * log1p(y), 0 where x == 0 (unless y is NaN).
-func xlog1py(x, y float64) float64 {
-	switch {
-	case y != y:
-		return y
-	case x == 0:
-		return 0
-	}
-	return x * math.Log1p(y)
 }
 
 // entr: -x log x, 0 at 0, -inf below.
