@@ -195,6 +195,10 @@ def merge_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             return r
     merged: dict[str, Any] = {}
     for model in rounds[0]:
+        failed = next((r[model] for r in rounds if "error" in r[model]), None)
+        if failed is not None:
+            merged[model] = failed
+            continue
         per = sorted((r[model] for r in rounds), key=lambda x: x["steps_per_s"])
         merged[model] = dict(per[(len(per) - 1) // 2], round_steps_per_s=[r[model]["steps_per_s"] for r in rounds])
     return merged
@@ -210,13 +214,14 @@ def compute_ratios(results: dict[str, Any]) -> dict[str, Any]:
         ratios[key] = {}
         for model, res in per_model.items():
             cpu = training.get("cpu", {}).get(model)
-            if cpu and "steps_per_s" in cpu:
+            if cpu and "steps_per_s" in cpu and "steps_per_s" in res:
                 ratios[key][model] = res["steps_per_s"] / cpu["steps_per_s"]
     for num, den in COMPARISONS:
         a, b = training.get(num, {}), training.get(den, {})
         if a and b and "error" not in a and "error" not in b:
             ratios[f"training_{num}_over_{den}"] = {
-                m: a[m]["steps_per_s"] / b[m]["steps_per_s"] for m in a if m in b}
+                m: a[m]["steps_per_s"] / b[m]["steps_per_s"] for m in a
+                if m in b and "steps_per_s" in a[m] and "steps_per_s" in b[m]}
     rows = results.get("gemm", {}).get("rows", [])
     fp32_vs_blas: dict[str, float] = {}
     bf16_vs_fp32: dict[str, float] = {}
@@ -251,7 +256,8 @@ def format_tables(results: dict[str, Any]) -> str:
             line = f"{model:12s}"
             for m in modes:
                 r = training[m].get(model) if "error" not in training[m] else None
-                line += f"{r['steps_per_s']:>12.1f} ({r['ms_per_step']:6.1f}ms)" if r else f"{'error':>22s}"
+                ok = r is not None and "steps_per_s" in r
+                line += f"{r['steps_per_s']:>12.1f} ({r['ms_per_step']:6.1f}ms)" if ok else f"{'error':>22s}"
             for m in modes:
                 if m == "cpu":
                     continue
@@ -264,7 +270,8 @@ def format_tables(results: dict[str, Any]) -> str:
                     continue
                 per = ", ".join(f"{model} " + " ".join(f"{a / b:.2f}" for a, b in zip(
                     training[m][model]["round_steps_per_s"], training["cpu"][model]["round_steps_per_s"]))
-                    for model in training[m] if model in training["cpu"])
+                    for model in training[m] if model in training["cpu"]
+                    and "round_steps_per_s" in training[m][model] and "round_steps_per_s" in training["cpu"][model])
                 out.append(f"  {m}/cpu by round: {per}")
         for num, den in COMPARISONS:
             got = results["ratios"].get(f"training_{num}_over_{den}")
@@ -274,6 +281,9 @@ def format_tables(results: dict[str, Any]) -> str:
             per_model = training[m] if "error" not in training[m] else {}
             compiled = {model: r["compile_seconds"] for model, r in per_model.items()
                         if r.get("compile_seconds") is not None}
+            for model, r in per_model.items():
+                if "error" in r:
+                    out.append(f"  {m}/{model} failed: {r['error']}")
             if compiled:
                 out.append(f"  {m} compile time (first steps beyond a steady step, not in steps/s): "
                            + ", ".join(f"{model} {secs:.1f}s" for model, secs in compiled.items()))

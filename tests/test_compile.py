@@ -228,6 +228,24 @@ def test_host_scalar_math_runs_in_the_recipe_and_writes_back():
     torch.testing.assert_close(p_h.cpu(), p_c, rtol=1e-6, atol=1e-7)
 
 
+def test_inductor_still_compiles_cpu_code_in_a_process_using_hpusim():
+    """PyTorch's own torch.compile (inductor) on CPU tensors, forward and backward, next to
+    hpu work in the same process: hpusim registers hpu_backend and leaves inductor alone."""
+    def f(x, w):
+        return (torch.tanh(x * w) + 1).square().sum()
+
+    x, w = torch.randn(6, 8), torch.randn(8, requires_grad=True)
+    on_hpu = _compile(f)(x.to("hpu"), w.detach().to("hpu"))
+    got = torch.compile(f)(x, w)
+    got.backward()
+    ref_w = w.detach().clone().requires_grad_(True)
+    ref = f(x, ref_w)
+    ref.backward()
+    torch.testing.assert_close(got, ref)
+    torch.testing.assert_close(w.grad, ref_w.grad)
+    torch.testing.assert_close(on_hpu.cpu(), ref.detach(), rtol=1e-5, atol=1e-5)
+
+
 # ---- what a compiled region can contain ------------------------------------------------
 
 def test_cpu_fallback_op_runs_eagerly_inside_the_graph(fallback_counter):
