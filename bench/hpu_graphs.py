@@ -7,12 +7,13 @@ Each mode runs in its own process (lazy mode is chosen at import):
   eager     hpu eager (PT_HPU_LAZY_MODE=0)
   lazy      hpu lazy, a mark_step per call / per step
   graph     hpu lazy, replaying an HPU graph (wrap_in_hpu_graph for inference; one
-            HPUGraph over zero_grad, forward, loss, backward and optimizer step for training)
+            HPUGraph over forward, loss, backward and optimizer step for training)
 Inference copies each batch to the device and calls the model under no_grad; training
-uses SGD with momentum (AdamW's host-side step count would be baked into a graph, and its
-capturable form needs pow(Scalar, Tensor), which hpusim runs on the CPU). Times are the median of --rounds rounds
-of a loop over distinct batches, in milliseconds per call; a shared machine's speed drifts,
-so compare ratios measured together.
+uses SGD with momentum (the same step for every mode). The four processes stay up and
+take turns: each round times one loop over distinct batches in every mode, one after the
+other, so a shared machine's changing load hits the modes alike (the first round warms
+up and captures). Times are the median over --rounds rounds, in milliseconds per call;
+compare ratios, and note the load.
 """
 from __future__ import annotations
 
@@ -23,18 +24,14 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Callable
 
 MODES = ("cpu", "eager", "lazy", "graph")
 BATCH = {"mlp": 32, "cnn": 16, "transformer": 8}
 
 
-def _sync(dev: str) -> None:
-    import torch
-    if dev == "hpu":
-        torch.hpu.synchronize()
-
-
-def bench_inference(name: str, mode: str, iters: int, rounds: int) -> float:
+def setup_inference(name: str, mode: str) -> Callable[[int], float]:
+    """A function timing `iters` inference calls (ms per call)."""
     import torch
     from hpusim_models import build, make_batches
 
@@ -48,21 +45,20 @@ def bench_inference(name: str, mode: str, iters: int, rounds: int) -> float:
         import habana_frameworks.torch.core as htcore
         step = htcore.mark_step
     batches = [x for x, _ in make_batches(name, BATCH[name], 8, seed=1)]
-    times = []
-    with torch.no_grad():
-        for r in range(rounds + 1):  # the first round warms up (and captures)
-            t0 = time.perf_counter()
-            for i in range(iters):
-                out = model(batches[i % len(batches)].to(dev))
-                step()
-            _ = out.sum().item()
-            _sync(dev)
-            if r:
-                times.append((time.perf_counter() - t0) / iters * 1e3)
-    return statistics.median(times)
+
+    @torch.no_grad()
+    def timed(iters: int) -> float:
+        t0 = time.perf_counter()
+        for i in range(iters):
+            out = model(batches[i % len(batches)].to(dev))
+            step()
+        _ = out.sum().item()  # waits for the device work
+        return (time.perf_counter() - t0) / iters * 1e3
+    return timed
 
 
-def bench_training(name: str, mode: str, iters: int, rounds: int) -> float:
+def setup_training(name: str, mode: str) -> Callable[[int], float]:
+    """A function timing `iters` training steps (ms per step)."""
     import torch
     import torch.nn.functional as F
     from hpusim_models import build, make_batches
@@ -110,29 +106,31 @@ def bench_training(name: str, mode: str, iters: int, rounds: int) -> float:
             opt.step()
             mark()
             return loss
-    times = []
-    for r in range(rounds + 1):
+
+    def timed(iters: int) -> float:
         t0 = time.perf_counter()
         for i in range(iters):
             x, y = batches[i % len(batches)]
             loss = train_step(x, y)
         _ = float(loss.item())
-        _sync(dev)
-        if r:
-            times.append((time.perf_counter() - t0) / iters * 1e3)
-    return statistics.median(times)
+        return (time.perf_counter() - t0) / iters * 1e3
+    return timed
 
 
 def child(args) -> None:
+    """Serve rounds: read "<kind>/<model> <iters>" lines, answer "T <ms per call>"."""
     import torch
     torch.set_num_threads(args.threads)  # the CPU baseline uses the cores hpusim uses
     if args.child != "cpu":
         import habana_frameworks.torch  # noqa: F401  (lazy mode does not autoload it)
-    res = {}
-    for name in args.models.split(","):
-        res[f"infer/{name}"] = bench_inference(name, args.child, args.iters, args.rounds)
-        res[f"train/{name}"] = bench_training(name, args.child, args.iters, args.rounds)
-    print("RESULT " + json.dumps(res))
+    loops: dict[str, Callable[[int], float]] = {}
+    print("READY", flush=True)
+    for line in sys.stdin:
+        key, iters = line.split()
+        if key not in loops:
+            kind, name = key.split("/")
+            loops[key] = (setup_inference if kind == "infer" else setup_training)(name, args.child)
+        print(f"T {loops[key](int(iters))}", flush=True)
 
 
 def main() -> None:
@@ -148,35 +146,66 @@ def main() -> None:
     if args.iters is None:
         args.iters = 20 if args.quick else 50
     if args.rounds is None:
-        args.rounds = 2 if args.quick else 5
+        args.rounds = 3 if args.quick else 7
     if args.child:
         child(args)
         return
-    results: dict[str, dict[str, float]] = {}
+    procs = {}
     for mode in MODES:
         env = dict(os.environ, PT_HPU_LAZY_MODE="1" if mode in ("lazy", "graph") else "0")
-        cmd = [sys.executable, __file__, "--child", mode, "--models", args.models,
-               "--iters", str(args.iters), "--rounds", str(args.rounds), "--threads", str(args.threads)]
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-        if p.returncode or not line:
-            print(f"mode {mode} failed:\n{p.stderr[-2000:]}", file=sys.stderr)
-            continue
-        results[mode] = json.loads(line[-1][len("RESULT "):])
-    keys = sorted({k for r in results.values() for k in r})
+        cmd = [sys.executable, __file__, "--child", mode, "--threads", str(args.threads)]
+        procs[mode] = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    failed: set[str] = set()
+
+    def ask(mode: str, line: str) -> float | None:
+        p = procs[mode]
+        if mode in failed:
+            return None
+        try:
+            p.stdin.write(line + "\n")
+            p.stdin.flush()
+            while True:
+                out = p.stdout.readline()
+                if not out:
+                    raise EOFError
+                if out.startswith("T "):
+                    return float(out[2:])
+        except (EOFError, BrokenPipeError):
+            print(f"mode {mode} failed (exit {p.wait()})", file=sys.stderr)
+            failed.add(mode)
+            return None
+
+    for p in procs.values():
+        while not p.stdout.readline().startswith("READY"):
+            pass
+    keys = [f"{kind}/{name}" for name in args.models.split(",") for kind in ("infer", "train")]
+    times: dict[str, dict[str, list[float]]] = {m: {k: [] for k in keys} for m in MODES}
+    loads: list[float] = []
+    for k in keys:
+        for r in range(args.rounds + 1):  # round 0 warms up (and captures)
+            loads.append(os.getloadavg()[0])
+            for mode in MODES:
+                t = ask(mode, f"{k} {args.iters}")
+                if r and t is not None:
+                    times[mode][k].append(t)
+    for p in procs.values():
+        p.stdin.close()
+        p.wait()
+    results = {m: {k: statistics.median(v) for k, v in ts.items() if v} for m, ts in times.items()}
     print(f"{'ms per call':<20}" + "".join(f"{m:>10}" for m in MODES) + f"{'eager/graph':>13}{'cpu/graph':>11}")
     for k in keys:
         row = [results.get(m, {}).get(k) for m in MODES]
         cells = "".join(f"{v:>10.3f}" if v is not None else f"{'-':>10}" for v in row)
-        g = results.get("graph", {}).get(k)
-        e = results.get("eager", {}).get(k)
-        c = results.get("cpu", {}).get(k)
+        g = results["graph"].get(k)
+        e = results["eager"].get(k)
+        c = results["cpu"].get(k)
         ratio = lambda a: f"{a / g:.2f}x" if a and g else "-"  # noqa: E731
         print(f"{k:<20}{cells}{ratio(e):>13}{ratio(c):>11}")
+    print(f"load average (1 min) during the rounds: {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"results": results, "iters": args.iters, "rounds": args.rounds, "batch": BATCH,
-                       "threads": args.threads}, f, indent=1)
+                       "threads": args.threads, "load": [min(loads), max(loads)]}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -176,13 +176,7 @@ func (cp *capture) record(op *Op, c *Call) error {
 		n.args[i].sto = ord
 		n.args[i].off = int64(uintptr(t.Ptr) - uintptr(base))
 	}
-	for i, a := range n.args {
-		if a.sto == hostSnap {
-			b, ptr := snapshot(a.t)
-			n.snap = append(n.snap, b)
-			n.args[i].t.Ptr = ptr
-		}
-	}
+	n.snapHostOperands()
 	g.nodes = append(g.nodes, n)
 	dry := cp.dryRun
 	captureMu.Unlock()

@@ -8,17 +8,22 @@ import (
 	"hpusim/kernels"
 )
 
-// captureChain records out = (x + y*1) * x; x + y as an intermediate the program frees.
-func captureChain(t testing.TB, x, y, out buf) *Recipe {
-	tb := t.(*testing.T)
-	if err := BeginCapture(false, false); err != nil {
+// captureChain records out = (x + y*1) * x; x + y as an intermediate the program frees,
+// with a step marker between the two ops when split.
+func captureChain(t *testing.T, x, y, out buf, split bool) (*Recipe, RecipeInfo) {
+	if err := BeginCapture(false, split); err != nil {
 		t.Fatal(err)
 	}
-	tmp := newBuf(tb, x.n)
+	tmp := newBuf(t, x.n)
 	NoteAlloc(tmp.p)
 	NoteAlloc(out.p)
-	ew(tb, "ew.add", tmp.all(), []kernels.Tensor{x.all(), y.all()}, 1)
-	ew(tb, "ew.mul", out.all(), []kernels.Tensor{tmp.all(), x.all()})
+	ew(t, "ew.add", tmp.all(), []kernels.Tensor{x.all(), y.all()}, 1)
+	if split {
+		if err := Step(false, "mark_step"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ew(t, "ew.mul", out.all(), []kernels.Tensor{tmp.all(), x.all()})
 	if err := Free(tmp.p); err != nil {
 		t.Fatal(err)
 	}
@@ -29,17 +34,17 @@ func captureChain(t testing.TB, x, y, out buf) *Recipe {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Nodes != 2 || info.Fused != 2 || !info.Confined[0] || info.Bound[0] {
-		t.Fatalf("unexpected capture info %+v", info)
-	}
-	return r
+	return r, info
 }
 
 func TestCaptureRunsOverNewStorages(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
 	x, y, out := randBuf(t, 1000, r), randBuf(t, 1000, r), newBuf(t, 1000)
-	rec := captureChain(t, x, y, out)
+	rec, info := captureChain(t, x, y, out, false)
 	defer rec.Release()
+	if info.Nodes != 2 || info.Fused != 2 || info.Segments != 1 || !info.Confined[0] || info.Bound[0] {
+		t.Fatalf("unexpected capture info %+v", info)
+	}
 	for i := range out.f32() {
 		if want := (x.f32()[i] + y.f32()[i]) * x.f32()[i]; out.f32()[i] != want {
 			t.Fatalf("capture result %d: %v != %v", i, out.f32()[i], want)
@@ -68,27 +73,7 @@ func TestCaptureRunsOverNewStorages(t *testing.T) {
 func TestCaptureSegmentsRunInOrder(t *testing.T) {
 	r := rand.New(rand.NewSource(4))
 	x, y, out := randBuf(t, 500, r), randBuf(t, 500, r), newBuf(t, 500)
-	if err := BeginCapture(false, true); err != nil {
-		t.Fatal(err)
-	}
-	tmp := newBuf(t, x.n)
-	NoteAlloc(tmp.p)
-	NoteAlloc(out.p)
-	ew(t, "ew.add", tmp.all(), []kernels.Tensor{x.all(), y.all()}, 1)
-	if err := Step(false, "mark_step"); err != nil {
-		t.Fatal(err)
-	}
-	ew(t, "ew.mul", out.all(), []kernels.Tensor{tmp.all(), x.all()})
-	if err := Free(tmp.p); err != nil {
-		t.Fatal(err)
-	}
-	base := func(b buf) uintptr { return uintptr(b.p) }
-	span := func(b buf) uintptr { return uintptr(b.p) + uintptr(4*b.n) }
-	rec, info, err := EndCapture([]uintptr{base(x), base(y)}, []uintptr{base(x), base(y)},
-		[]uintptr{base(x), base(y)}, []uintptr{span(x), span(y)}, []uintptr{base(out)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, info := captureChain(t, x, y, out, true)
 	defer rec.Release()
 	if info.Segments != 2 || info.Nodes != 2 || info.Fused != 0 {
 		t.Fatalf("unexpected capture info %+v", info)
@@ -128,7 +113,7 @@ func BenchmarkRecipeRunSmall(b *testing.B) {
 	t := &testing.T{}
 	r := rand.New(rand.NewSource(3))
 	x, y, out := randBuf(t, 64, r), randBuf(t, 64, r), newBuf(t, 64)
-	rec := captureChain(t, x, y, out)
+	rec, _ := captureChain(t, x, y, out, false)
 	defer rec.Release()
 	in, o := []unsafe.Pointer{x.p, y.p}, []unsafe.Pointer{out.p}
 	b.ResetTimer()

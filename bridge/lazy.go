@@ -285,13 +285,7 @@ func (e *engine) record(op *Op, c *Call) error {
 	if len(c.F) > 0 {
 		n.fl = append([]float64(nil), c.F...)
 	}
-	for i, a := range n.args {
-		if a.sto == hostSnap {
-			b, ptr := snapshot(a.t)
-			n.snap = append(n.snap, b)
-			n.args[i].t.Ptr = ptr
-		}
-	}
+	n.snapHostOperands()
 	g.nodes = append(g.nodes, n)
 	full := e.maxOps > 0 && len(g.nodes) >= e.maxOps
 	wake := e.streamMin > 0 && len(g.nodes)-g.taken >= e.streamMin
@@ -310,6 +304,18 @@ func (e *engine) record(op *Op, c *Call) error {
 		return e.launchCurrent("max compound op size")
 	}
 	return nil
+}
+
+// snapHostOperands snapshots the node's host-memory operands (hostSnap) and points them
+// at the copies.
+func (n *node) snapHostOperands() {
+	for i, a := range n.args {
+		if a.sto == hostSnap {
+			b, ptr := snapshot(a.t)
+			n.snap = append(n.snap, b)
+			n.args[i].t.Ptr = ptr
+		}
+	}
 }
 
 // snapshot copies the host bytes a strided view can touch, so the program may reuse its
