@@ -256,6 +256,21 @@ def _castable_overloads(name: str, overloads: Iterable[str]) -> list[str]:
     return out
 
 
+# Policy codes of the C++ kernels (csrc/hpu_autocast.cpp).
+_POLICY_CODES = {Policy.LOWER: 0, Policy.FP32: 1, Policy.PROMOTE: 2, Policy.LOWER_FIRST_ARG: 3}
+
+
+def _cpp_kernels() -> Any:
+    """The glue's C++ kernels (csrc/hpu_autocast.cpp): the same casts as _make_kernel's
+    without ~80 us of interpreter work an op. None when the glue lacks them (then the
+    Python kernels serve)."""
+    try:
+        from . import _native
+        return _native.glue_module("habana_frameworks.torch._autocast_C")
+    except (ImportError, OSError, AttributeError):
+        return None
+
+
 class _State:
     lib: torch.library.Library | None = None
     fallback_lib: torch.library.Library | None = None
@@ -292,19 +307,25 @@ def install() -> None:
     _State.lower = load_ops_list(os.environ.get(LOWER_LIST_ENV, ""), DEFAULT_LOWER_OPS, registered)
     _State.fp32 = load_ops_list(os.environ.get(FP32_LIST_ENV, ""), DEFAULT_FP32_OPS, registered)
 
-    lib = torch.library.Library("aten", "IMPL")
     names = sorted((_State.lower | _State.fp32 | PROMOTE_OPS) & registered)
     policies: dict[str, Policy] = {}
+    ops: dict[str, Any] = {}
     for name in names:
         policy = policy_for(name, _State.lower, _State.fp32)
         if policy is None:
             continue
         for overload in _castable_overloads(name, table[name]):
             qual = name if not overload else f"{name}.{overload}"
-            op = getattr(getattr(torch.ops.aten, name), overload or "default")
-            lib.impl(qual, _make_kernel(op, policy), "AutocastHPU")
+            ops[qual] = getattr(getattr(torch.ops.aten, name), overload or "default")
             policies[qual] = policy
-    _State.lib = lib
+    cpp = _cpp_kernels()
+    if cpp is not None:
+        cpp.register_kernels([(qual, _POLICY_CODES[p]) for qual, p in policies.items()], _lower_dtype)
+    else:
+        lib = torch.library.Library("aten", "IMPL")
+        for qual, policy in policies.items():
+            lib.impl(qual, _make_kernel(ops[qual], policy), "AutocastHPU")
+        _State.lib = lib
     _State.policies = policies
 
 
