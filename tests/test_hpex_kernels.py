@@ -267,3 +267,77 @@ def test_rope_v1_offset_pairwise_and_v3():
                        xs[..., 1] * rc[..., 0] + xs[..., 0] * rc[..., 1]], -1).flatten(3)
     torch.testing.assert_close(out.cpu(), torch.cat((ref, p[..., rot:]), -1), atol=1e-6, rtol=1e-6)
     assert "Tensor sin, Tensor cos" in str(torch.ops.hpu.rotary_pos_embedding.default._schema)
+
+
+# ------------------------------------------------------- the bridge's hpu::sdpa_* ops
+
+def sdpa_dropout_ref(q, k, v, keep, p, causal, scale):
+    """softmax(q k^T * scale) with the keep mask applied (kept / (1-p)), then v; float64."""
+    q, k, v = q.double(), k.double(), v.double()
+    if k.shape[1] != q.shape[1]:
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], 1)
+        v = v.repeat_interleave(q.shape[1] // v.shape[1], 1)
+    s = q @ k.transpose(-2, -1) * scale
+    if causal:
+        s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+    probs = torch.softmax(s, -1)
+    d = probs * keep.double() / (1 - p) if keep is not None else probs
+    return d @ v, probs
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("Hq,Hk,causal,p", [(4, 4, True, 0.0), (4, 2, False, 0.0), (2, 2, True, 0.3)])
+def test_sdpa_fwd_bwd_ops(dtype, Hq, Hk, causal, p, fallback_counter):
+    """hpu::sdpa_fwd returns (out, P, dm) and hpu::sdpa_bwd works from P and dm; both equal
+    the formula in float64 (dropout: with the keep mask the forward returned)."""
+    torch.manual_seed(0)
+    B, L, D = 2, 33, 16
+    q, k, v = torch.randn(B, Hq, L, D, dtype=dtype), torch.randn(B, Hk, L, D, dtype=dtype), torch.randn(B, Hk, L, D, dtype=dtype)
+    g = torch.randn(B, Hq, L, D, dtype=dtype)
+    scale = 0.3
+    qh, kh, vh, gh = (t.to("hpu") for t in (q, k, v, g))
+    seed = torch.tensor([1234, 0]).to("hpu")
+    out, P, dm = torch.ops.hpu.sdpa_fwd_dropout_seed(seed, qh, kh, vh, None, p, scale, causal, "None", None, "left")
+    keep = dm.cpu() if p > 0 else None
+    assert (dm.numel() == 0) == (p == 0)
+    if p > 0:
+        assert dm.shape == (B, Hq, L, L) and dm.dtype == torch.bool
+        assert 0.5 < keep.float().mean().item() < 0.85  # about 1 - p kept
+    qc, kc, vc = (leaf(t.double(), "cpu") for t in (q, k, v))
+    ref, probs = sdpa_dropout_ref(qc, kc, vc, keep, p, causal, scale)
+    t = dict(atol=2e-5, rtol=2e-5) if dtype == torch.float32 else dict(atol=6e-2, rtol=5e-2)
+    torch.testing.assert_close(out.cpu().double(), ref.detach(), **t)
+    torch.testing.assert_close(P.cpu().double(), probs.detach(), **t)
+    ref.backward(g.double())
+    dq, dk, dv = torch.ops.hpu.sdpa_bwd(gh, qh, kh, vh, P, dm if p > 0 else None, causal, p, scale, out)
+    for a, b in ((dq, qc), (dk, kc), (dv, vc)):
+        torch.testing.assert_close(a.cpu().double(), b.grad, **t)
+    # the recompute pair with the same seed gives the same forward, and its backward the same grads
+    out2, m, linv, sd = torch.ops.hpu.sdpa_recomp_fwd_dropout_seed(seed, qh, kh, vh, None, p, scale, causal, True,
+                                                                   "None", None, "left")
+    torch.testing.assert_close(out2.cpu(), out.cpu())
+    grads = torch.ops.hpu.sdpa_recomp_bwd(gh, qh, kh, vh, None, m, linv, sd, causal, p, scale, "None", out2)
+    for a, b in zip(grads, (qc, kc, vc)):
+        torch.testing.assert_close(a.cpu().double(), b.grad, **t)
+    assert fallback_counter() == {}
+
+
+def test_sdpa_op_variants_schemas_and_fakes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    for name in ("sdpa_fwd", "sdpa_fwd_dropout", "sdpa_fwd_non_dropout", "sdpa_fwd_dropout_seed", "sdpa_bwd",
+                 "sdpa_recomp_fwd", "sdpa_recomp_fwd_dropout", "sdpa_recomp_fwd_non_dropout",
+                 "sdpa_recomp_fwd_dropout_seed", "sdpa_recomp_bwd"):
+        assert hasattr(torch.ops.hpu, name), name
+    s = str(torch.ops.hpu.sdpa_bwd.default._schema)
+    assert s.endswith("(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor P, Tensor? dm, bool is_causal, float p, "
+                      "float scale, Tensor fwd_out) -> (Tensor, Tensor, Tensor)")
+    with FakeTensorMode():
+        q = torch.empty(1, 2, 5, 8)
+        kv = torch.empty(1, 2, 7, 8)
+        o, P, dm = torch.ops.hpu.sdpa_fwd_non_dropout(q, kv, kv, None, 0.0, 0.1, False, "None", None, "left")
+        assert o.shape == (1, 2, 5, 8) and P.shape == (1, 2, 5, 7)
+        o, m, linv, sd = torch.ops.hpu.sdpa_recomp_fwd_dropout(q, kv, kv, None, 0.1, 0.1, False, True, "fast", None,
+                                                               "right")
+        assert m.shape == (1, 2, 5, 1)
+        dq, dk, dv = torch.ops.hpu.sdpa_bwd(o, q, kv, kv, P, None, False, 0.0, 0.1, o)
+        assert dk.shape == kv.shape

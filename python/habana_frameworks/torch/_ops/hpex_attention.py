@@ -172,45 +172,179 @@ for _key in ("AutogradHPU", "HPU"):
 # ------------------------------------------------------------- the bridge's sdpa ops
 
 _hpu_lib = torch.library.Library("hpu", "FRAGMENT")
-_hpu_lib.define("sdpa_recomp_fwd(Tensor q, Tensor k, Tensor v, Tensor? attention_mask, float p, float scale, "
-                "bool is_causal, bool requires_backward, str softmax_mode, Tensor? valid_seq_len, "
-                "str seq_padding_type) -> (Tensor, Tensor, Tensor, Tensor)")
-_hpu_lib.define("sdpa_recomp_bwd(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor? attention_mask, Tensor m, "
-                "Tensor linv, Tensor? seed, bool is_causal, float p, float scale, str softmax_mode, "
-                "Tensor fwd_out) -> (Tensor, Tensor, Tensor)")
+
+_FWD_ARGS = ("Tensor q, Tensor k, Tensor v, Tensor? attention_mask, float p, float scale, bool is_causal, "
+             "str softmax_mode, Tensor? valid_seq_len, str seq_padding_type")
+_RECOMP_ARGS = ("Tensor q, Tensor k, Tensor v, Tensor? attention_mask, float p, float scale, bool is_causal, "
+                "bool requires_backward, str softmax_mode, Tensor? valid_seq_len, str seq_padding_type")
+
+
+def _define(schema: str, impl, fake) -> None:
+    name = schema.split("(", 1)[0]
+    _hpu_lib.define(schema)
+    _hpu_lib.impl(name, impl, "HPU")
+    torch.library.register_fake(f"hpu::{name}")(fake)
 
 
 def _seed_tensor(seed, device):
     return torch.tensor(list(seed), dtype=torch.int64).to(device)
 
 
-def sdpa_recomp_fwd(q, k, v, attention_mask, p, scale, is_causal, requires_backward, softmax_mode, valid_seq_len,
-                    seq_padding_type):
-    seed = new_seed(p)
+def _seed_of(seed: torch.Tensor | None) -> tuple[int, int]:
+    """A seed operand as (seed, offset): our [seed, offset] pair, or a lone seed."""
+    if seed is None:
+        return (0, 0)
+    vals = [int(x) for x in seed.reshape(-1).tolist()]
+    return (vals[0], vals[1] if len(vals) > 1 else 0)
+
+
+def _valid_len_mask(q, k, valid_seq_len, seq_padding_type):
+    """A bool keep mask [B,1,L,S] for causal attention over per-batch valid lengths, the
+    padding on the left or the right (the bridge's valid_seq_len, inference only)."""
+    B, L, S = q.shape[0], q.shape[-2], k.shape[-2]
+    dev = q.device
+    i = torch.arange(L, device=dev).view(1, L, 1)
+    j = torch.arange(S, device=dev).view(1, 1, S)
+    keep = j <= i + (S - L)  # causal, aligned at the end as for cached keys; L == S is plain tril
+    valid = valid_seq_len.to(dev).view(B, 1, 1).to(torch.int64)
+    if str(seq_padding_type).lower() == "left":
+        keep = keep & (j >= S - valid)
+    else:
+        keep = keep & (j < valid)
+    return keep.unsqueeze(1)
+
+
+def _mask_and_causal(q, k, attention_mask, is_causal, valid_seq_len, seq_padding_type):
+    if valid_seq_len is not None:
+        return _valid_len_mask(q, k, valid_seq_len, seq_padding_type), False
+    return attention_mask, is_causal
+
+
+def attention_probs(q, k, mask, is_causal, scale):
+    """The attention probabilities [B,Hq,L,S] (materialised: the bridge's non-recompute ops
+    return them), in float32 arithmetic, in q's dtype; GQA by repeating k's heads."""
+    hq, hk = q.shape[1], k.shape[1]
+    if q.dim() == 4 and hq != hk and hk != 1:
+        k = k.repeat_interleave(hq // hk, dim=1)
+    s = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale
+    if is_causal:
+        L, S = s.shape[-2], s.shape[-1]
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=s.device).tril(), float("-inf"))
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.float()
+    return torch.softmax(s, dim=-1).to(q.dtype)
+
+
+# Recompute (flash) ops: the forward keeps the row max m and the inverse sum linv.
+
+def _recomp_fwd(seed, q, k, v, attention_mask, p, scale, is_causal, requires_backward, softmax_mode, valid_seq_len,
+                seq_padding_type):
+    mask, causal = _mask_and_causal(q, k, attention_mask, is_causal, valid_seq_len, seq_padding_type)
     with torch.no_grad():
-        out, m, linv = attention_forward(q, k, v, attention_mask, p, scale, is_causal, seed)
+        out, m, linv = attention_forward(q, k, v, mask, p, scale, causal, seed)
     return out, m.unsqueeze(-1), linv.unsqueeze(-1), _seed_tensor(seed, q.device)
 
 
+def sdpa_recomp_fwd(q, k, v, attention_mask, p, scale, is_causal, requires_backward, softmax_mode, valid_seq_len,
+                    seq_padding_type):
+    return _recomp_fwd(new_seed(p), q, k, v, attention_mask, p, scale, is_causal, requires_backward, softmax_mode,
+                       valid_seq_len, seq_padding_type)
+
+
+def sdpa_recomp_fwd_dropout_seed(seed, q, k, v, attention_mask, p, scale, is_causal, requires_backward, softmax_mode,
+                                 valid_seq_len, seq_padding_type):
+    return _recomp_fwd(_seed_of(seed), q, k, v, attention_mask, p, scale, is_causal, requires_backward,
+                       softmax_mode, valid_seq_len, seq_padding_type)
+
+
 def sdpa_recomp_bwd(grad, q, k, v, attention_mask, m, linv, seed, is_causal, p, scale, softmax_mode, fwd_out):
-    sd = tuple(int(x) for x in seed.tolist()) if seed is not None else (0, 0)
     with torch.no_grad():
         return attention_backward(grad.contiguous(), q, k, v, fwd_out, m.reshape(q.shape[:-1]),
-                                  linv.reshape(q.shape[:-1]), attention_mask, p, scale, is_causal, sd)
+                                  linv.reshape(q.shape[:-1]), attention_mask, p, scale, is_causal, _seed_of(seed))
 
 
-_hpu_lib.impl("sdpa_recomp_fwd", sdpa_recomp_fwd, "HPU")
-_hpu_lib.impl("sdpa_recomp_bwd", sdpa_recomp_bwd, "HPU")
-
-
-@torch.library.register_fake("hpu::sdpa_recomp_fwd")
-def _sdpa_recomp_fwd_fake(q, k, v, attention_mask, p, scale, is_causal, requires_backward, softmax_mode,
-                          valid_seq_len, seq_padding_type):
+def _recomp_fwd_fake(q, k, v, *rest):
     st = q.new_empty((*q.shape[:-1], 1), dtype=torch.float32)
     return (q.new_empty((*q.shape[:-1], v.shape[-1])), st, torch.empty_like(st),
             q.new_empty((2,), dtype=torch.int64))
 
 
-@torch.library.register_fake("hpu::sdpa_recomp_bwd")
-def _sdpa_recomp_bwd_fake(grad, q, k, v, attention_mask, m, linv, seed, is_causal, p, scale, softmax_mode, fwd_out):
+def _bwd_fake(grad, q, k, v, *rest):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+for _name in ("sdpa_recomp_fwd", "sdpa_recomp_fwd_dropout", "sdpa_recomp_fwd_non_dropout"):
+    # The dropout/non_dropout variants are the same computation (the bridge splits them
+    # so torch.compile can insert a seed); the non_dropout one names its arg softmax_modem.
+    _args = _RECOMP_ARGS.replace("softmax_mode", "softmax_modem") if _name.endswith("non_dropout") else _RECOMP_ARGS
+    _define(f"{_name}({_args}) -> (Tensor, Tensor, Tensor, Tensor)", sdpa_recomp_fwd, _recomp_fwd_fake)
+_define(f"sdpa_recomp_fwd_dropout_seed(Tensor seed, {_RECOMP_ARGS}) -> (Tensor, Tensor, Tensor, Tensor)",
+        sdpa_recomp_fwd_dropout_seed, lambda seed, q, k, v, *rest: _recomp_fwd_fake(q, k, v))
+_define("sdpa_recomp_bwd(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor? attention_mask, Tensor m, Tensor linv, "
+        "Tensor? seed, bool is_causal, float p, float scale, str softmax_mode, Tensor fwd_out) "
+        "-> (Tensor, Tensor, Tensor)", sdpa_recomp_bwd, _bwd_fake)
+
+
+# Non-recompute ops: the forward returns the probabilities P and the dropout keep mask
+# dm; the backward works from them.
+
+def _fwd(seed, q, k, v, attention_mask, p, scale, is_causal, softmax_mode, valid_seq_len, seq_padding_type):
+    mask, causal = _mask_and_causal(q, k, attention_mask, is_causal, valid_seq_len, seq_padding_type)
+    with torch.no_grad():
+        out, _, _ = attention_forward(q, k, v, mask, p, scale, causal, seed)
+        probs = attention_probs(q, k, mask, causal, scale)
+        dm = dropout_mask(probs.shape, q.device, p, seed) if p > 0 else None
+    # dm is an optional output: a placeholder when there is no dropout
+    return out, probs, dm if dm is not None else q.new_empty((0,), dtype=torch.bool)
+
+
+def sdpa_fwd(q, k, v, attention_mask, p, scale, is_causal, softmax_mode, valid_seq_len, seq_padding_type):
+    return _fwd(new_seed(p), q, k, v, attention_mask, p, scale, is_causal, softmax_mode, valid_seq_len,
+                seq_padding_type)
+
+
+def sdpa_fwd_dropout_seed(seed, q, k, v, attention_mask, p, scale, is_causal, softmax_mode, valid_seq_len,
+                          seq_padding_type):
+    return _fwd(_seed_of(seed), q, k, v, attention_mask, p, scale, is_causal, softmax_mode, valid_seq_len,
+                seq_padding_type)
+
+
+def sdpa_bwd(grad, q, k, v, P, dm, is_causal, p, scale, fwd_out):
+    """Gradients from the saved probabilities: with D = P*keep/(1-p),
+    dv = D^T g, dP = (g v^T)*keep/(1-p), dS = P*(dP - rowsum(dP*P)), dq = dS k*scale,
+    dk = dS^T q*scale (GQA: k/v heads summed over their query group)."""
+    with torch.no_grad():
+        hq, hk = q.shape[1], k.shape[1]
+        rep = hq // hk if q.dim() == 4 and hq != hk else 1
+        kf, vf = k.float(), v.float()
+        if rep > 1:
+            kf, vf = kf.repeat_interleave(rep, dim=1), vf.repeat_interleave(rep, dim=1)
+        g, pf = grad.float(), P.float()
+        keep = None
+        if dm is not None and dm.numel() and p > 0:
+            keep = dm.to(torch.float32) / (1.0 - p)
+        d = pf * keep if keep is not None else pf
+        dv = torch.matmul(d.transpose(-2, -1), g)
+        dp = torch.matmul(g, vf.transpose(-2, -1))
+        if keep is not None:
+            dp = dp * keep
+        ds = pf * (dp - (dp * pf).sum(-1, keepdim=True))
+        dq = torch.matmul(ds, kf) * scale
+        dk = torch.matmul(ds.transpose(-2, -1), q.float()) * scale
+        if rep > 1:
+            dk = dk.unflatten(1, (hk, rep)).sum(2)
+            dv = dv.unflatten(1, (hk, rep)).sum(2)
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+def _fwd_fake(q, k, v, *rest):
+    return (q.new_empty((*q.shape[:-1], v.shape[-1])), q.new_empty((*q.shape[:-1], k.shape[-2])),
+            q.new_empty((0,), dtype=torch.bool))
+
+
+for _name in ("sdpa_fwd", "sdpa_fwd_dropout", "sdpa_fwd_non_dropout"):
+    _define(f"{_name}({_FWD_ARGS}) -> (Tensor, Tensor, Tensor)", sdpa_fwd, _fwd_fake)
+_define(f"sdpa_fwd_dropout_seed(Tensor seed, {_FWD_ARGS}) -> (Tensor, Tensor, Tensor)", sdpa_fwd_dropout_seed,
+        lambda seed, q, k, v, *rest: _fwd_fake(q, k, v))
+_define("sdpa_bwd(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor P, Tensor? dm, bool is_causal, float p, "
+        "float scale, Tensor fwd_out) -> (Tensor, Tensor, Tensor)", sdpa_bwd, _bwd_fake)

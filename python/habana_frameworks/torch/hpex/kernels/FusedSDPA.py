@@ -14,36 +14,6 @@ def _recompute_default() -> bool:
     return bool(fn()) if callable(fn) else False
 
 
-def _valid_len_mask(q, k, valid_seq_len, seq_padding_type):
-    """A bool keep mask [B,1,L,S] for causal attention over per-batch valid lengths, the
-    padding on the left or the right."""
-    B, L, S = q.shape[0], q.shape[-2], k.shape[-2]
-    dev = q.device
-    i = torch.arange(L, device=dev).view(1, L, 1)
-    j = torch.arange(S, device=dev).view(1, 1, S)
-    keep = j <= i + (S - L)  # causal, aligned at the end as for cached keys; L == S is plain tril
-    valid = valid_seq_len.to(dev).view(B, 1, 1).to(torch.int64)
-    if seq_padding_type == "left":
-        keep = keep & (j >= S - valid)
-    else:
-        keep = keep & (j < valid)
-    return keep.unsqueeze(1)
-
-
-def _probs(q, k, mask, is_causal, scale):
-    """The attention probabilities, materialised (only for return_attn_probs, inference)."""
-    hq, hk = q.shape[1], k.shape[1]
-    if q.dim() == 4 and hq != hk and hk != 1:
-        k = k.repeat_interleave(hq // hk, dim=1)
-    s = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale
-    if is_causal:
-        L, S = s.shape[-2], s.shape[-1]
-        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=s.device).tril(), float("-inf"))
-    if mask is not None:
-        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.float()
-    return torch.softmax(s, dim=-1).to(q.dtype)
-
-
 class FusedSDPA:
     """`FusedSDPA.apply(...)` as in the bridge (there an autograd.Function; here the
     gradient flows through the attention kernel's own Function)."""
@@ -73,7 +43,7 @@ class FusedSDPA:
             scale = 1.0 / math.sqrt(q.shape[-1])
         mask, causal = attn_mask, is_causal
         if valid_seq_len is not None:
-            mask, causal = _valid_len_mask(q, k, valid_seq_len, seq_padding_type), False
+            mask, causal = _att._valid_len_mask(q, k, valid_seq_len, seq_padding_type), False
         if mask is not None and q.dim() == 4 and mask.dim() == 4 and gqa and mask.shape[1] not in (1, q.shape[1]):
             raise RuntimeError(f"FusedSDPA: mask heads {mask.shape[1]} match neither 1 nor {q.shape[1]}")
         if not _att.native_ok(q, k, v):
@@ -84,7 +54,7 @@ class FusedSDPA:
         out = _att.sdpa_4d(q, k, v, mask, dropout_p, causal, scale, seed)
         extras = []
         if return_attn_probs:
-            extras.append(_probs(q, k, mask, causal, scale))
+            extras.append(_att.attention_probs(q, k, mask, causal, scale))
         if return_dropout_mask:
             # The keep mask of the Philox stream the kernel used.
             extras.append(_att.dropout_mask((*q.shape[:-1], k.shape[-2]), q.device, dropout_p, seed))
