@@ -263,3 +263,22 @@ func init() {
 		return kernels.RotaryEmbedding(c.T[0], c.T[1], c.T[2], c.T[3], int(c.I[0]), c.I[1] != 0)
 	})
 }
+
+// CTC loss (hpex CTCLoss):
+//
+//	ctc_loss      T (nll [N] f32, log_alpha [N,T,2S+1] f32, log_probs [T,N,C] f32, targets [N,S] i64, in_len, tgt_len)  I (blank)
+//	ctc_loss_bwd  T (grad [T,N,C] f32, scale [N] f32, log_probs, targets, in_len, tgt_len, log_alpha)  I (blank, zero_infinity)
+func init() {
+	Register("ctc_loss", 6, func(c *Call) error {
+		if err := needInts(c, 1); err != nil {
+			return err
+		}
+		return kernels.CTCForward(c.T[0], c.T[1], c.T[2], c.T[3], c.T[4], c.T[5], int(c.I[0]))
+	})
+	Register("ctc_loss_bwd", 7, func(c *Call) error {
+		if err := needInts(c, 2); err != nil {
+			return err
+		}
+		return kernels.CTCBackward(c.T[0], c.T[1], c.T[2], c.T[3], c.T[4], c.T[5], c.T[6], int(c.I[0]), c.I[1] != 0)
+	})
+}

@@ -341,3 +341,70 @@ def test_sdpa_op_variants_schemas_and_fakes():
         assert m.shape == (1, 2, 5, 1)
         dq, dk, dv = torch.ops.hpu.sdpa_bwd(o, q, kv, kv, P, None, False, 0.0, 0.1, o)
         assert dk.shape == kv.shape
+
+
+# ------------------------------------------------------------- CTCLoss, CustomSoftmax
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("concat", [False, True])
+def test_ctc_loss_matches_torch(dtype, reduction, concat, fallback_counter):
+    from habana_frameworks.torch.hpex.kernels import CTCLoss
+    torch.manual_seed(0)
+    T, N, C, S = 30, 4, 7, 9
+    logits = torch.randn(T, N, C)
+    targets = torch.randint(1, C, (N, S))
+    targets[1, 2] = targets[1, 1]  # a repeated label needs a blank between
+    il = torch.tensor([30, 25, 17, 30])
+    tl = torch.tensor([9, 5, 0, 7])  # an empty target too
+    if concat:
+        targets = torch.cat([targets[n, :tl[n]] for n in range(N)])
+    lp_cpu = torch.log_softmax(logits, -1).to(dtype).double().requires_grad_()
+    ref = torch.nn.functional.ctc_loss(lp_cpu, targets, il, tl, blank=0, reduction=reduction)
+    g = torch.rand(ref.shape, dtype=torch.float64) + 0.5
+    ref.backward(g)
+    lp = torch.log_softmax(logits, -1).to(dtype).to("hpu").requires_grad_()
+    loss = CTCLoss.apply(lp, targets.to("hpu"), il.to("hpu"), tl.to("hpu"), 0, reduction, False)
+    loss.backward(g.to(dtype).to("hpu"))
+    t = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=3e-2, rtol=2e-2)
+    assert loss.dtype == dtype
+    torch.testing.assert_close(loss.detach().cpu().double(), ref.detach(), **t)
+    torch.testing.assert_close(lp.grad.cpu().double(), lp_cpu.grad, **t)
+    assert fallback_counter() == {}
+
+
+def test_ctc_loss_zero_infinity_and_blank():
+    from habana_frameworks.torch.hpex.kernels import CTCLoss
+    torch.manual_seed(1)
+    T, N, C = 4, 2, 5
+    lp = torch.log_softmax(torch.randn(T, N, C), -1)
+    targets = torch.tensor([[1, 1, 1, 1], [2, 3, 0, 0]])  # the first cannot fit in 4 steps (needs 7)
+    il, tl = torch.tensor([4, 4]), torch.tensor([4, 2])
+    for zi in (False, True):
+        ref_lp = lp.clone().requires_grad_()
+        ref = torch.nn.functional.ctc_loss(ref_lp, targets, il, tl, blank=4, reduction="sum", zero_infinity=zi)
+        h = lp.to("hpu").requires_grad_()
+        out = CTCLoss.apply(h, targets.to("hpu"), il, tl, 4, "sum", zi)
+        torch.testing.assert_close(out.detach().cpu(), ref.detach())
+        if zi:
+            ref.backward()
+            out.backward()
+            torch.testing.assert_close(h.grad.cpu(), ref_lp.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_custom_softmax():
+    from habana_frameworks.torch.hpex.kernels import CustomSoftmax
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 40, dtype=torch.bfloat16)
+    for flavor in (0, 1):
+        xh = x.to("hpu").requires_grad_()
+        y = CustomSoftmax.apply(xh, flavor)
+        xc = x.double().requires_grad_()
+        ref = torch.softmax(xc, -1)
+        torch.testing.assert_close(y.detach().cpu().double(), ref.detach(), atol=1e-2, rtol=1e-2)
+        g = torch.randn(x.shape)
+        y.backward(g.to(torch.bfloat16).to("hpu"))
+        ref.backward(g.to(torch.bfloat16).double())
+        torch.testing.assert_close(xh.grad.cpu().double(), xc.grad, atol=2e-2, rtol=2e-2)
+    with pytest.raises(RuntimeError, match="only bfloat16"):
+        CustomSoftmax.apply(torch.randn(3).to("hpu"), 0)

@@ -1,8 +1,11 @@
-"""habana_frameworks.torch.hpex.kernels: FusedSDPA and the rotary position embedding
-helpers, on native kernels."""
+"""habana_frameworks.torch.hpex.kernels: FusedSDPA, the rotary position embedding helpers,
+CTCLoss and CustomSoftmax, on native kernels."""
+from .CTCLoss import CTCLoss
+from .CustomSoftmax import CustomSoftmax
 from .FusedSDPA import FusedSDPA
 from .RotaryPosEmbeddingHelper import (RotaryPosEmbeddingHelperV1, RotaryPosEmbeddingHelperV2,
                                        RotaryPosEmbeddingHelperV3, RotaryPosEmbeddingMode, apply_rotary_pos_emb)
 
-__all__ = ["FusedSDPA", "RotaryPosEmbeddingHelperV1", "RotaryPosEmbeddingHelperV2", "RotaryPosEmbeddingHelperV3",
+__all__ = ["CTCLoss", "CustomSoftmax", "FusedSDPA", "RotaryPosEmbeddingHelperV1", "RotaryPosEmbeddingHelperV2",
+           "RotaryPosEmbeddingHelperV3",
            "RotaryPosEmbeddingMode", "apply_rotary_pos_emb"]
