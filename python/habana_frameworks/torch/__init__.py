@@ -27,6 +27,10 @@ from .utils import hl_smi as _hl_smi  # noqa: E402
 
 _hl_smi.ensure_on_path()
 
+from .distributed import register_hccl_backend as _register_hccl_backend  # noqa: E402
+
+_register_hccl_backend()
+
 from . import activity_profiler as _activity_profiler  # noqa: E402
 
 _activity_profiler.install()

@@ -17,7 +17,7 @@ from .random import (  # noqa: F401
     default_generators, get_rng_state, get_rng_state_all, initial_seed, manual_seed,
     manual_seed_all, seed, seed_all, set_rng_state, set_rng_state_all,
 )
-from .streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: F401
+from .streams import Event, Stream, current_stream, default_stream, record_stream, set_stream, stream  # noqa: F401
 from . import random  # noqa: F401
 
 _initialized = False

@@ -97,3 +97,27 @@ def stream(s: Stream | None):
             _current.pop(s.device.index, None)
         else:
             _current[s.device.index] = prev
+
+
+def record_stream(tensor: torch.Tensor, stream: Stream) -> None:
+    """Mark `tensor`'s memory as in use by `stream` until the work queued on it is done
+    (DeepSpeed ZeRO-3 and DDP side streams call it when they free or hand over a buffer).
+    The emulated device finishes work in host order, so a freed block is always reusable:
+    only the arguments are checked, as on the bridge."""
+    if not isinstance(tensor, torch.Tensor) or tensor.device.type != "hpu":
+        raise RuntimeError(f"record_stream expects an hpu tensor, got {getattr(tensor, 'device', type(tensor))}")
+    if not isinstance(stream, torch.Stream) or stream.device.type != "hpu":
+        raise RuntimeError(f"record_stream expects an hpu stream, got {stream}")
+
+
+_torch_record_stream = torch.Tensor.record_stream
+
+
+def _tensor_record_stream(self: torch.Tensor, stream: Any) -> None:
+    if self.device.type == "hpu":
+        return record_stream(self, stream)
+    return _torch_record_stream(self, stream)
+
+
+# As the bridge: Tensor.record_stream on an hpu tensor goes to torch.hpu.record_stream.
+torch.Tensor.record_stream = _tensor_record_stream  # type: ignore[method-assign]
