@@ -18,6 +18,8 @@ import os
 
 import pytest
 
+from opinfo_fallbacks import ALLOWED_CPU_FALLBACKS
+
 RECORDS: dict[str, dict] = {}  # nodeid -> facts, filled by the test module
 
 _worker_records: dict[str, dict] = {}
@@ -90,6 +92,9 @@ def _summary() -> dict | None:
         "outcomes": dict(count),
         "skip_reasons": dict(reasons.most_common()),
         "fallback_ops": dict(fallback_ops.most_common()),
+        "fallback_allowed": {op: ALLOWED_CPU_FALLBACKS[op] for op in fallback_ops
+                             if op in ALLOWED_CPU_FALLBACKS},
+        "fallback_unlisted": sorted(op for op in fallback_ops if op not in ALLOWED_CPU_FALLBACKS),
         "native_ops": dict(native_ops.most_common()),
         "tests_detail": {n: {"outcome": _outcomes[n][0], "reason": _outcomes[n][1],
                              **records.get(n, {})} for n in sorted(_outcomes)},
@@ -113,3 +118,27 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         f"skipped {o.get('skipped', 0)}, xfailed {o.get('xfailed', 0)} -> {SUMMARY_PATH}")
     for r, n in list(s["skip_reasons"].items())[:15]:
         terminalreporter.write_line(f"  {n:4d}  {r}")
+    _report_fallbacks(terminalreporter, s)
+
+
+def _report_fallbacks(tr, s: dict) -> None:
+    """Every op still on the CPU fallback: the documented ones with their reason
+    (tests/opinfo_fallbacks.py), then, loudly, those without one (a missing native kernel).
+    Informational: the suite does not fail on them."""
+    fb = s["fallback_ops"]
+    if not fb:
+        tr.write_line("opinfo fallbacks: none")
+        return
+    allowed, unlisted = s["fallback_allowed"], s["fallback_unlisted"]
+    tr.write_line(f"opinfo fallbacks: {len(fb)} aten ops fall back ({len(allowed)} documented, "
+                  f"{len(unlisted)} NOT documented)")
+    for op in sorted(allowed, key=lambda o: -fb[o]):
+        tr.write_line(f"  {fb[op]:5d}  {op}: {allowed[op]}")
+    if unlisted:
+        tr.write_sep("!", f"{len(unlisted)} aten ops fall back to CPU without a documented reason",
+                     red=True, bold=True)
+        for op in sorted(unlisted, key=lambda o: -fb[o]):
+            tests = sorted({f"{d.get('op')}-{d.get('dtype')}" for d in s["tests_detail"].values()
+                            if op in d.get("fallback_ops", {})})
+            more = f", +{len(tests) - 4}" if len(tests) > 4 else ""
+            tr.write_line(f"  {fb[op]:5d}  {op}  (in {', '.join(tests[:4])}{more})", red=True)
