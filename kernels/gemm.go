@@ -123,7 +123,7 @@ func check3(name string, t Tensor) error {
 	if t.Dim() != 3 {
 		return fmt.Errorf("%s must be 3-D, got %d-D", name, t.Dim())
 	}
-	if !isGemmDType(t.DType) {
+	if !isGemmDType(t.DType) && !isIntGemmDType(t.DType) {
 		return fmt.Errorf("%s: unsupported dtype %v", name, t.DType)
 	}
 	return nil
@@ -160,6 +160,9 @@ func BatchedGemm(out, a, b Tensor, self *Tensor, alpha, beta float64) error {
 				return fmt.Errorf("self of shape %v does not broadcast to %v", self.Sizes, out.Sizes)
 			}
 		}
+	}
+	if !a.DType.IsFloat() {
+		return bgemmInt(out, a, b, self, alpha, beta) // gemm_int.go
 	}
 	if a.DType == BFloat16 || a.DType == Float16 {
 		bgemmHalf(out, a, b, self, alpha, beta) // gemm_bf16.go

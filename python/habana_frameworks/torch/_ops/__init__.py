@@ -20,3 +20,5 @@ from . import pointwise_ops  # noqa: F401
 from . import nn_more_ops  # noqa: F401
 from . import nn_composite_ops  # noqa: F401
 from . import distribution_ops  # noqa: F401
+from . import reduction_more  # noqa: F401
+from . import index_more  # noqa: F401

@@ -5,8 +5,8 @@ the right shape and dtype) and computes the result's shape itself: running the o
 tensors costs hundreds of microseconds per call (addmm's meta is a Python decomposition).
 Anything else (a mismatch, integer dtypes, an out= to resize) takes the slow path: the CPU
 kernels' checks in their order and messages, then the meta op for what those leave
-(broadcast errors, resize warnings). Float dtypes (float32, bfloat16, float16, float64)
-run natively; others go to the CPU fallback.
+(broadcast errors, resize warnings). Float dtypes (float32, bfloat16, float16, float64) and
+integers (exact loops, kernels/gemm_int.go) run natively; bool goes to the CPU fallback.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from .registry import NotNative, native
 
 aten = torch.ops.aten
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+_INTS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)  # exact Go loops (gemm_int.go)
 
 
 def meta(v):
@@ -94,7 +95,7 @@ def _check_dtypes(*ts: torch.Tensor, op: str = "") -> None:
                                    f"{_tn(d)} and {_tn(t.dtype)}")
             raise RuntimeError(f"expected scalar type {_tn(d)} but found {_tn(t.dtype)}")
     for t in ts:
-        if t.dtype not in _FLOATS:
+        if t.dtype not in _FLOATS and t.dtype not in _INTS:
             raise NotNative
 
 
