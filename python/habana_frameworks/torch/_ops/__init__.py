@@ -22,3 +22,4 @@ from . import nn_composite_ops  # noqa: F401
 from . import distribution_ops  # noqa: F401
 from . import reduction_more  # noqa: F401
 from . import index_more  # noqa: F401
+from . import scan_ops  # noqa: F401

@@ -1,12 +1,11 @@
 """More indexing ops on the Go index kernels (index_ops.py's gather/put forms):
-take, put_, index_copy, index_fill, index_reduce, masked_scatter_, narrow_copy and
-nonzero_static.
+take, put_, index_reduce, masked_scatter_, narrow_copy and nonzero_static
+(index_copy and index_fill live in index_ops.py).
 
-The "along dim" ops (index_copy, index_fill, index_reduce) write through one Go
-index_put: the destination restrided over the source's shape with stride 0 along dim, the
-1-D index broadcast over the same shape. Which indices wrap (take/put/index_fill accept
-negative ones, index_copy/index_reduce do not) follows CPU, and out-of-range indices raise
-IndexError as there, found by the kernel before it writes.
+index_reduce writes through one Go index_put: the destination restrided over the
+source's shape with stride 0 along dim, the 1-D index broadcast over the same shape.
+Which indices wrap (take/put accept negative ones, index_reduce does not) follows CPU,
+and out-of-range indices raise IndexError as there, found by the kernel before it writes.
 """
 from __future__ import annotations
 
@@ -99,64 +98,6 @@ native("aten::put.out")(lambda self, index, source, accumulate=False, *, out:
                         _into(out, _put(self, index, source, accumulate, False)))
 
 
-# ------------------------------------------------------------------------- index_copy
-
-def _index_copy(self, dim, index, source, inplace=False, out=None):
-    _real(self, source)
-    margs = (meta(self), dim, meta(index), meta(source))
-    if inplace:
-        aten.index_copy_(*margs)
-    else:
-        aten.index_copy(*margs)
-    res = self if inplace else self.clone()
-    if index.numel():
-        r, s = _as1d(res), _as1d(source)
-        _put_along(r, dim, index, s, RED_NONE, False, "index_copy_()")
-    return res if out is None else _into(out, res)
-
-
-native("aten::index_copy")(lambda self, dim, index, source: _index_copy(self, dim, index, source))
-native("aten::index_copy_")(lambda self, dim, index, source: _index_copy(self, dim, index, source, True))
-native("aten::index_copy.out")(lambda self, dim, index, source, *, out:
-                               _index_copy(self, dim, index, source, out=out))
-
-
-# ------------------------------------------------------------------------- index_fill
-
-def _index_fill(self, dim, index, value, inplace=False):
-    _real(self)
-    if isinstance(value, torch.Tensor):
-        if value.dim() != 0:
-            raise NotNative  # CPU's own error
-        if value.device.type != "hpu":
-            value = value.to(self.device)
-        _real(value)
-    elif isinstance(value, complex):
-        raise NotNative
-    margs = (meta(self), dim, meta(index), meta(value) if isinstance(value, torch.Tensor) else value)
-    (aten.index_fill_ if inplace else aten.index_fill)(*margs)
-    res = self if inplace else self.clone()
-    if index.numel() == 0 or res.numel() == 0:
-        return res
-    r = _as1d(res)
-    d = _wrap_dim(dim, r.dim())
-    shape = list(r.shape)
-    shape[d] = index.numel()
-    if isinstance(value, torch.Tensor):
-        v = value.to(r.dtype) if value.dtype != r.dtype else value
-    else:
-        v = torch.full((), value, dtype=r.dtype, device=r.device)
-    _put_along(r, d, index.reshape(-1), v.expand(shape), RED_NONE, True, "index_fill_()")
-    return res
-
-
-for _ov in ("int_Scalar", "int_Tensor"):
-    native(f"aten::index_fill.{_ov}")(lambda self, dim, index, value: _index_fill(self, dim, index, value))
-    native(f"aten::index_fill_.{_ov}")(lambda self, dim, index, value: _index_fill(self, dim, index, value, True))
-    native(f"aten::index_fill.{_ov}_out")(lambda self, dim, index, value, *, out:
-                                          _into(out, _index_fill(self, dim, index, value)))
-
-
 # ----------------------------------------------------------------------- index_reduce
 
 _KIND = {"prod": RED_MUL, "mean": RED_ADD, "amax": RED_MAX, "amin": RED_MIN}
@@ -223,7 +164,10 @@ def masked_scatter_(self, mask, source):
     if n > source.numel():
         raise RuntimeError("Number of elements of source < number of ones in mask")
     vals = source.reshape(-1)[:n]
-    index_ops.index_put_(self, [m], vals)
+    if self.dim() == 0:  # a 0-d mask indexes nothing: write through 1-element views
+        index_ops.index_put_(self.view(1), [m.reshape(1)], vals)
+    else:
+        index_ops.index_put_(self, [m], vals)
     return self
 
 
