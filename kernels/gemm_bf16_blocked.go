@@ -68,8 +68,10 @@ func bgemmBF16Blocked(out, a, b Tensor, self *Tensor, alpha, beta float64, direc
 	B, M, K, N := int(a.Sizes[0]), int(a.Sizes[1]), int(a.Sizes[2]), int(b.Sizes[2])
 	ka := gbSide{a.Ptr, a.Strides[0], a.Strides[1], a.Strides[2]}
 	kb := gbSide{b.Ptr, b.Strides[0], b.Strides[1], b.Strides[2]}
-	aIn := K%2 == 0 && (a.Strides[2] == 1 || K == 0)
-	bIn := K%2 == 0 && b.Strides[1] == 1
+	// In place needs a nonzero row stride: the kernel takes lda 0 to mean "packed", and an
+	// expanded operand (rows with stride 0) is packed instead.
+	aIn := K%2 == 0 && (a.Strides[2] == 1 || K == 0) && a.Strides[1] != 0
+	bIn := K%2 == 0 && b.Strides[1] == 1 && b.Strides[2] != 0
 	trans := bIn && (!aIn || M < N)
 	m, n := M, N
 	if trans {

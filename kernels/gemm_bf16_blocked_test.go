@@ -18,6 +18,7 @@ type bf16Layout struct {
 	step   int64 // element step within a line (1 contiguous, 2 every other)
 	off    int64 // storage offset
 	bcastB bool  // batch stride 0
+	bcastL bool  // line stride 0: every stored line is the same (an expanded row or column)
 }
 
 func bf16View(r *rand.Rand, B, rows, cols int64, l bf16Layout) Tensor {
@@ -28,6 +29,9 @@ func bf16View(r *rand.Rand, B, rows, cols int64, l bf16Layout) Tensor {
 	}
 	lineStride := ln*step + l.pad
 	batch := lines * lineStride
+	if l.bcastL {
+		lineStride, batch = 0, ln*step+l.pad
+	}
 	nb := B
 	if l.bcastB {
 		nb = 1
@@ -157,6 +161,12 @@ func TestGemmBF16Blocked(t *testing.T) {
 		{1, 200, 70, 130, bf16Layout{trans: true}, bf16Layout{}},       // split by rows
 		{1, 8, 20, 2*gbKC2 + 6, bf16Layout{}, bf16Layout{}},            // two k blocks
 		{1, 9, 37, 2*gbKC2 + 3, bf16Layout{}, bf16Layout{trans: true}}, // two k blocks, odd k
+		// Expanded operands (row or column stride 0), which must not be read in place: the
+		// kernel takes a zero row stride to mean "packed".
+		{1, 5, 2, 4, bf16Layout{bcastL: true}, bf16Layout{}},
+		{3, 7, 3, 6, bf16Layout{bcastL: true, bcastB: true}, bf16Layout{}},
+		{1, 5, 16, 4, bf16Layout{}, bf16Layout{trans: true, bcastL: true}},
+		{2, 64, 64, 64, bf16Layout{bcastL: true}, bf16Layout{trans: true, bcastL: true}},
 	}
 	for ci, c := range cases {
 		a := bf16View(r, c.B, c.m, c.k, c.la)
