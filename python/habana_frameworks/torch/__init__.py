@@ -66,6 +66,18 @@ def _probe_autograd_accelerator() -> None:
         raise RuntimeError(f"hpusim: autograd on hpu does not work with this torch: {first}") from e
 
 
+def _ensure_autograd_device_queues() -> None:
+    """torch's autograd engine makes its per-device queues on the first backward; if one ran
+    before this import, add hpu's (see csrc/hpu_autograd_engine.cpp)."""
+    import ctypes
+
+    fn = _native.glue().hpusim_glue_autograd_device_queues
+    fn.argtypes, fn.restype = [], ctypes.c_int
+    if fn() < 0:
+        raise RuntimeError("hpusim: the autograd engine refused hpu device threads (forked after autograd started?)")
+
+
+_ensure_autograd_device_queues()
 _probe_autograd_accelerator()
 
 # torch's autograd engine gives every non-CPU device type its own backward thread. On the
