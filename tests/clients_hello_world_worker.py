@@ -228,7 +228,7 @@ def run_example(args) -> dict:
     optimizer = optim.SGD(net.parameters(), lr=0.01 * args.lr, momentum=0.9, weight_decay=5e-4)
     scheduler = MultiStepLR(optimizer, milestones=[args.epochs // 2, 3 * args.epochs // 4], gamma=0.1)
     epochs = []
-    save_dir = tempfile.mkdtemp(prefix="hello_ckpt_")
+    save_dir = tempfile.mkdtemp(prefix="checkpoints_", dir=args.data_path)
     for epoch in range(1, args.epochs + 1):
         net.train()
         train_loss, correct, total = 0.0, 0, 0
