@@ -71,7 +71,9 @@ def _ensure_autograd_device_queues() -> None:
     before this import, add hpu's (see csrc/hpu_autograd_engine.cpp)."""
     import ctypes
 
-    fn = _native.glue().hpusim_glue_autograd_device_queues
+    fn = getattr(_native.glue(), "hpusim_glue_autograd_device_queues", None)
+    if fn is None:
+        return  # a glue library built before this entry point: late imports stay unsupported
     fn.argtypes, fn.restype = [], ctypes.c_int
     if fn() < 0:
         raise RuntimeError("hpusim: the autograd engine refused hpu device threads (forked after autograd started?)")
