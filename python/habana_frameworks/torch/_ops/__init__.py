@@ -23,3 +23,6 @@ from . import distribution_ops  # noqa: F401
 from . import reduction_more  # noqa: F401
 from . import index_more  # noqa: F401
 from . import scan_ops  # noqa: F401
+from . import margin_loss_ops  # noqa: F401
+from . import rrelu_ops  # noqa: F401
+from . import range_factories  # noqa: F401

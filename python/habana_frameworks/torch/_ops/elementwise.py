@@ -559,7 +559,17 @@ def where_ss(condition, self, other):
     return _where(condition, self, other)
 
 
+_C_TYPE = {torch.float32: "float", torch.float64: "double", torch.bfloat16: "at::BFloat16",
+           torch.float16: "at::Half", torch.int64: "int64_t", torch.int32: "int", torch.int16: "int16_t",
+           torch.int8: "int8_t", torch.uint8: "uint8_t"}
+
+
 def _masked_fill(self, mask, value, out=None, inplace=False):
+    if isinstance(value, complex) and not self.is_complex():
+        if self.dtype != torch.bool and value.imag != 0:
+            raise RuntimeError(f"value cannot be converted to type {_C_TYPE.get(self.dtype, self.dtype)} "
+                               "without overflow")
+        value = bool(value) if self.dtype == torch.bool else value.real
     _complexy(self, value)
     if mask.dtype != torch.bool:
         raise NotNative
@@ -741,7 +751,7 @@ _GELU = {"none": 0.0, "tanh": 1.0}
 
 def _gelu_params(self, approximate="none"):
     if approximate not in _GELU:
-        raise NotNative
+        raise RuntimeError("approximate argument must be either none or tanh.")
     return (_GELU[approximate],)
 
 

@@ -256,6 +256,21 @@ def _per_channel_ok(C, *ts) -> bool:
     return all(t is None or (t.dim() == 1 and t.shape[0] == C) for t in ts)
 
 
+def _batch_norm_empty(input, weight, bias, running_mean, running_var, training):
+    """A zero-size input, as CPU's kernel treats it: an error in training (no batch statistics),
+    an empty output and empty saved statistics in evaluation."""
+    if training:
+        raise RuntimeError("input tensor must have at least one element, but got input_sizes = "
+                           f"{list(input.shape)}")
+    sdt = input.dtype
+    if input.dtype in (torch.bfloat16, torch.float16) and any(
+            t is not None and t.dtype == torch.float32 for t in (weight, bias, running_mean, running_var)):
+        sdt = torch.float32
+    out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+    return (out, torch.empty(0, dtype=sdt, device=input.device),
+            torch.empty(0, dtype=sdt, device=input.device))
+
+
 @native("aten::native_batch_norm")
 def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
     if input.dim() >= 2 and _per_channel_ok(input.shape[1], weight, bias, running_mean, running_var) and (
@@ -263,6 +278,9 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
         # well-formed arguments: the output is the input's shape and dtype (the meta
         # kernel, a Python decomposition, costs more than the kernel itself)
         out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+    elif input.dim() >= 2 and input.numel() == 0 and _per_channel_ok(input.shape[1], weight, bias):
+        _floats(input, weight, bias, running_mean, running_var)
+        return _batch_norm_empty(input, weight, bias, running_mean, running_var, training)
     else:
         ms = meta_of(aten.native_batch_norm, input, weight, bias, running_mean,
                      running_var, training, momentum, eps)
@@ -271,7 +289,7 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     if input.dim() < 2:
         raise NotNative
     if input.numel() == 0:
-        raise NotNative
+        return _batch_norm_empty(input, weight, bias, running_mean, running_var, training)
     # CPU: statistics in float32 when a reduced-precision input meets float32 parameters;
     # none saved in evaluation mode.
     sdt = input.dtype
@@ -323,6 +341,27 @@ def native_batch_norm_legit_no_stats(input, weight, bias, training, momentum, ep
 @native("aten::_native_batch_norm_legit_no_training")
 def native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps):
     return native_batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)
+
+
+def _bn_out(fn):
+    """The out= forms: the functional lowering's three results copied into the given tensors."""
+    def kernel(*args, **kw):
+        outs = [kw.pop(n) for n in ("out", "save_mean", "save_invstd", "out0", "out1", "out2") if n in kw]
+        res = fn(*args, **kw)
+        for o, r in zip(outs, res):
+            if o.dtype != r.dtype:
+                raise NotNative
+            if o.shape != r.shape:
+                o.resize_(r.shape)
+            o.copy_(r)
+        return tuple(outs)
+    return kernel
+
+
+native("aten::native_batch_norm.out")(_bn_out(native_batch_norm))
+native("aten::_native_batch_norm_legit.out")(_bn_out(native_batch_norm_legit))
+native("aten::_native_batch_norm_legit.no_stats_out")(_bn_out(native_batch_norm_legit_no_stats))
+native("aten::_native_batch_norm_legit_no_training.out")(_bn_out(native_batch_norm_legit_no_training))
 
 
 def _reserve(input):

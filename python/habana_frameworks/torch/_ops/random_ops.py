@@ -149,6 +149,16 @@ def bernoulli(self, *, generator=None):
     return bernoulli_tensor_(torch.empty_like(self), self, generator=generator)
 
 
+@native("aten::bernoulli.out")
+def bernoulli_out(self, *, generator=None, out):
+    r = bernoulli(self, generator=generator)
+    if out.dtype != r.dtype:
+        raise NotNative
+    if out.shape != r.shape:
+        out.resize_(r.shape)
+    return out.copy_(r)
+
+
 _MANTISSA = {torch.float32: 24, torch.float64: 53, torch.bfloat16: 8, torch.float16: 11}
 
 
@@ -213,8 +223,9 @@ def native_dropout(input, p, train):
 @native("aten::native_dropout_backward")
 def native_dropout_backward(grad_output, mask, scale):
     m = aten.native_dropout_backward(meta(grad_output), meta(mask), scale)
-    if grad_output.dtype not in _FLOATS or m.dtype != grad_output.dtype:
-        raise NotNative
+    if grad_output.dtype not in _FLOATS or m.dtype != grad_output.dtype or mask.dtype != torch.bool:
+        # integer/bool gradients or masks: CPU's own formula, on native elementwise ops
+        return (grad_output * mask) * scale
     gi = torch.empty(m.shape, dtype=m.dtype, device=grad_output.device)
     if gi.numel():
         _native.run("dropout_bwd", [gi, grad_output.expand(m.shape), mask.expand(m.shape)], (), (float(scale),))

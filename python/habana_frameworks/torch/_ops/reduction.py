@@ -127,8 +127,16 @@ def _is_int(x, dtype=None) -> bool:
     return x.dtype in _CODE and x.dtype not in _FLOATS and (dtype is None or dtype not in _FLOATS)
 
 
+def _int_as(x, dtype):
+    """An integer/bool input summed into a floating dtype: CPU converts the input to it first."""
+    if dtype in _FLOATS and x.dtype in _CODE and x.dtype not in _FLOATS:
+        return x.to(dtype)
+    return x
+
+
 @native("aten::sum.dim_IntList")
 def sum_dim(self, dim, keepdim=False, *, dtype=None):
+    self = _int_as(self, dtype)
     if _is_int(self, dtype):
         return _sum_int(self, dim, keepdim, dtype)
     _float_only(self, dtype)
@@ -137,6 +145,7 @@ def sum_dim(self, dim, keepdim=False, *, dtype=None):
 
 @native("aten::sum.IntList_out")
 def sum_out(self, dim, keepdim=False, *, dtype=None, out):
+    self = _int_as(self, dtype)
     if _is_int(self, dtype):
         return _sum_int(self, dim, keepdim, dtype, out=out)
     _float_only(self, dtype)
@@ -145,6 +154,7 @@ def sum_out(self, dim, keepdim=False, *, dtype=None, out):
 
 @native("aten::sum.default")
 def sum_all(self, *, dtype=None):
+    self = _int_as(self, dtype)
     if _is_int(self, dtype):
         return _sum_int(self, None, False, dtype)
     _float_only(self, dtype)
@@ -707,3 +717,26 @@ for _fn, _name in [
     (min_all, "aten::min.unary_out"),
 ]:
     _register_out(_fn, _name)
+
+_SCALAR_TYPE = {torch.float32: "Float", torch.float64: "Double", torch.bfloat16: "BFloat16",
+                torch.float16: "Half", torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
+                torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool"}
+
+
+def _same_dtype_out(name: str) -> None:
+    """amax/amin.out: CPU requires out's dtype to be the input's (other reductions cast)."""
+    from .registry import _NATIVE, _resolve
+    op = _resolve(name)
+    inner = _NATIVE[op]
+
+    def kernel(self, *args, out, **kw):
+        if out.dtype != self.dtype:
+            raise RuntimeError("Expected the dtype for input and out to match, but got "
+                               f"{_SCALAR_TYPE.get(self.dtype, self.dtype)} for input's dtype and "
+                               f"{_SCALAR_TYPE.get(out.dtype, out.dtype)} for out's dtype.")
+        return inner(self, *args, out=out, **kw)
+    native(name)(kernel)
+
+
+_same_dtype_out("aten::amax.out")
+_same_dtype_out("aten::amin.out")

@@ -43,12 +43,18 @@ def _roll(self, shifts, dims=()):
     if self.is_complex():
         raise NotNative
     shifts, dims = list(shifts), list(dims)
-    if not dims:
-        if len(shifts) != 1:
-            raise NotNative
+    if not shifts:
+        raise RuntimeError("`shifts` required")
+    if not dims and len(shifts) == 1:
         return _roll(self.reshape(-1), shifts, [0]).view(self.shape)
     if len(shifts) != len(dims):
-        raise NotNative
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    if self.dim() == 0:
+        raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
+    for d in dims:
+        if not -self.dim() <= d < self.dim():
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-self.dim()}, "
+                             f"{self.dim() - 1}], but got {d})")
     out = self
     for s, d in zip(shifts, dims):
         d = _dim(d, self.dim())
