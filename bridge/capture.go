@@ -720,7 +720,7 @@ func LaunchRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 	}
 	r.mu.Unlock()
 	for i, g := range gs {
-		if err := e.launchBound(g, r.segs[i].p, "replay of "+r.id, r.segs[i].renews); err != nil {
+		if err := e.launchBound(g, r.segs[i].p, replayPrefix+r.id, r.segs[i].renews); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +26,9 @@ type TraceEvent struct {
 	Lane    string `json:"lane"` // the engine that ran it: eager, graph worker
 	StartNs int64  `json:"start_ns"`
 	DurNs   int64  `json:"dur_ns"`
-	Graph   int64  `json:"graph,omitempty"` // lazy graph number
-	Ops     int    `json:"ops,omitempty"`   // ops in a fused group or a recipe
+	Graph   int64  `json:"graph,omitempty"`  // lazy graph number
+	Ops     int    `json:"ops,omitempty"`    // ops in a fused group or a recipe
+	Recipe  string `json:"recipe,omitempty"` // the captured recipe an HPU-graph replay ran
 }
 
 var (
@@ -57,6 +60,22 @@ func traceAdd(ev TraceEvent) {
 func traceSpan(name, cat, lane string, t0 time.Time, graph int64, ops int) {
 	traceAdd(TraceEvent{Name: name, Cat: cat, Lane: lane, StartNs: t0.UnixNano(),
 		DurNs: time.Since(t0).Nanoseconds(), Graph: graph, Ops: ops})
+}
+
+// replayPrefix starts the launch reason of a captured recipe's run (capture.go): an HPU
+// graph replay or a compiled region's run in lazy mode, named as such on the trace so it
+// can be told from a recorded graph.
+const replayPrefix = "replay of "
+
+// traceLaunch records one graph launch: "graph #N" for a recorded lazy graph, "recipe
+// replay" with the recipe's id for a replay of a captured one.
+func traceLaunch(g *graph, t0 time.Time) {
+	ev := TraceEvent{Name: fmt.Sprintf("graph #%d", g.seq), Cat: "Recipe", Lane: "graph launch",
+		StartNs: t0.UnixNano(), DurNs: time.Since(t0).Nanoseconds(), Graph: int64(g.seq), Ops: len(g.nodes)}
+	if id, ok := strings.CutPrefix(g.reason, replayPrefix); ok {
+		ev.Name, ev.Recipe = "recipe replay", id
+	}
+	traceAdd(ev)
 }
 
 // TraceJSON returns the events recorded so far (and how many did not fit) as JSON.

@@ -563,7 +563,7 @@ func (e *engine) runLaunch(l launch) {
 		e.execute(l.g, l.p)
 	}
 	if traceOn.Load() {
-		traceSpan(fmt.Sprintf("graph #%d", l.g.seq), "Recipe", "graph launch", t0, int64(l.g.seq), len(l.g.nodes))
+		traceLaunch(l.g, t0)
 	}
 	e.release(l.g)
 	e.busyNs.Add(int64(time.Since(t0)))

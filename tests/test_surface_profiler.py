@@ -116,3 +116,73 @@ p.export_chrome_trace({str(tmp_path / 'lazy.json')!r})
     assert len(launches) >= 2 and all(e["name"].startswith("graph #") for e in launches)
     fused = [e for e in dev if e["cat"] == "FusedKernel"]
     assert all(e["name"].startswith("fused(") and e["args"]["ops"] > 1 for e in fused)
+
+
+def test_device_spans_are_profiler_events_in_key_averages():
+    m, x = _model(), torch.randn(8, 16).to("hpu")
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.HPU]) as prof:
+        m(x).sum().backward()
+    spans = prof.device_events()
+    hpu_events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.HPU]
+    assert sorted(e.name for e in hpu_events) == sorted(s["name"] for s in spans)
+    rows = {r.key: r for r in prof.key_averages()}
+    bgemm = [s for s in spans if s["name"] == "bgemm"]
+    assert rows["bgemm"].count == len(bgemm) > 0
+    # Device time is the spans' duration; device rows have no CPU time.
+    assert abs(rows["bgemm"].device_time_total - sum(s["dur_ns"] for s in bgemm) / 1000) < 1e-3
+    assert rows["bgemm"].self_device_time_total == rows["bgemm"].device_time_total
+    assert rows["bgemm"].cpu_time_total == 0 and rows["aten::addmm"].device_time_total == 0
+    assert rows["aten::addmm"].cpu_time_total > 0
+    table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=5)
+    assert "Self HPU" in table and "HPU total" in table and "Self HPU time total" in table
+    # The device rows lead when sorted by device time.
+    first_row = table.splitlines()[3].split()[0]
+    assert first_row in {s["name"] for s in spans}
+
+
+def test_cpu_only_profile_has_no_device_events():
+    m, x = _model(), torch.randn(8, 16).to("hpu")
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
+        m(x).sum()
+    assert all(e.device_type == torch.autograd.DeviceType.CPU for e in prof.events())
+    assert "HPU" not in prof.key_averages().table(row_limit=3)
+
+
+def test_hpu_graph_replays_in_trace_and_key_averages(tmp_path):
+    code = f"""
+import json, torch, habana_frameworks.torch as ht, habana_frameworks.torch.core as htcore
+from torch.profiler import profile, ProfilerActivity
+m = torch.nn.Linear(8, 8).to('hpu')
+x = torch.randn(4, 8, device='hpu')
+g = ht.hpu.HPUGraph()
+with ht.hpu.stream(ht.hpu.Stream()):
+    g.capture_begin()
+    y = m(x).relu()
+    g.capture_end()
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.HPU]) as p:
+    for _ in range(3):
+        g.replay()
+    out = y.cpu()
+    (x * 2).sum().cpu()
+p.export_chrome_trace({str(tmp_path / 'graphs.json')!r})
+rows = {{r.key: (r.count, r.cpu_time_total, r.device_time_total) for r in p.key_averages()}}
+print("ROWS " + json.dumps(rows))
+print("OK", bool(torch.equal(out, torch.relu(m(x)).cpu())))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PT_HPU_LAZY_MODE="1"))
+    assert r.returncode == 0 and "OK True" in r.stdout, r.stdout[-2000:] + r.stderr[-3000:]
+    rows = json.loads(next(ln for ln in r.stdout.splitlines() if ln.startswith("ROWS "))[5:])
+    # Each replay: a host range and a device launch span of the captured recipe.
+    assert rows["HPUGraph::replay"][0] == 3 and rows["HPUGraph::replay"][1] > 0
+    assert rows["recipe replay"][0] == 3 and rows["recipe replay"][2] > 0
+    trace = json.load(open(tmp_path / "graphs.json"))
+    dev = _device_events(trace)
+    replays = [e for e in dev if e["name"] == "recipe replay"]
+    assert len(replays) == 3 and all(e["cat"] == "Recipe" and e["args"]["recipeName"].startswith("recipe_")
+                                     for e in replays)
+    # The recorded (non-replay) graph keeps its name; the replays' kernels ran on the device.
+    assert any(e["name"].startswith("graph #") for e in dev if e["cat"] == "Recipe")
+    assert sum(e["name"] == "bgemm" for e in dev) >= 3
+    host = [e for e in trace["traceEvents"] if e.get("name") == "HPUGraph::replay"]
+    assert len(host) == 3

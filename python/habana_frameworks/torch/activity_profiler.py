@@ -5,14 +5,17 @@ eager op runs, every op or fused group a lazy graph runs and every graph (recipe
 (bridge/devtrace.go); `export_chrome_trace` (and so `tensorboard_trace_handler`) writes
 torch's trace and then adds those spans on a "/device:HPU:0" process, one thread per engine,
 on the trace's own time base, plus the device's properties. perfetto, chrome://tracing and
-TensorBoard's profiler plugin open the result. The spans are not part of `events()` or
-`key_averages()`, as with the bridge's JSON merge.
+TensorBoard's profiler plugin open the result. The spans are also profiler events of device
+type HPU (`events()`, `key_averages()`, `table()` with "Self HPU"/"HPU total" columns), as the
+bridge's Kineto activity source makes them. HPU-graph replays are "HPUGraph::replay" host
+ranges and "recipe replay" spans on the device's graph-launch lane.
 
 HABANA_PROFILE must be set and not "0" for device events (habana_frameworks.torch.core sets
 `profile_api_light` when unset), as the bridge's device trace source requires.
 """
 from __future__ import annotations
 
+import copy
 import ctypes
 import enum
 import gzip
@@ -22,12 +25,17 @@ import warnings
 from typing import Any, Iterable, Optional
 
 import torch
+import torch.autograd.profiler
 import torch.profiler
+from torch.autograd import DeviceType
+import torch.autograd.profiler_util
+from torch.autograd.profiler_util import FunctionEvent
 
 from . import _native
 
 _TorchActivity = torch._C._profiler.ProfilerActivity
 _torch_profile = torch.profiler.profile
+_torch_autograd_profile = torch.autograd.profiler.profile
 _DEVICE_PID = 1_000_000  # a pid no host process has: the device's rows in the trace
 _LANES = {"eager": 1, "graph worker": 2, "graph launch": 3}
 
@@ -136,6 +144,8 @@ class habana_profile(_torch_profile):
             self._device_on = False
             self._device_trace = got["events"]
             self._device_lost = got["lost"]
+            if isinstance(self.profiler, habana_autograd_profile):
+                self.profiler.add_device_spans(self._device_trace)
 
     def device_events(self) -> list[dict[str, Any]]:
         """The device spans of the last profiling window (start/duration in ns)."""
@@ -146,6 +156,92 @@ class habana_profile(_torch_profile):
         if self.with_hpu:
             _merge_device_events(path, self._device_trace, self._device_lost)
         return result
+
+
+class HPUDeviceEvent(FunctionEvent):
+    """One span on the emulated device as a profiler event of device type HPU: its duration
+    is device time (torch 2.7.1's FunctionEvent counts device time only for CUDA,
+    PrivateUse1 and MTIA events) and no CPU time."""
+
+    @property
+    def device_time_total(self) -> float:
+        return 0 if self.is_async else self.time_range.elapsed_us()
+
+    @property
+    def self_device_time_total(self) -> float:
+        return self.device_time_total
+
+
+def device_function_events(spans: list[dict[str, Any]], start_ns: int, first_id: int,
+                           device: int = 0) -> list[HPUDeviceEvent]:
+    """Profiler events for device spans, in µs since the profile's start."""
+    out = []
+    for k, ev in enumerate(spans):
+        start_us = (ev["start_ns"] - start_ns) / 1000.0
+        out.append(HPUDeviceEvent(
+            id=first_id + k, name=ev["name"], thread=_LANES.get(ev["lane"], 9), start_us=start_us,
+            end_us=start_us + ev["dur_ns"] / 1000.0, use_device="hpu", device_type=DeviceType.HPU,
+            device_index=device, device_resource_id=_LANES.get(ev["lane"], 9), trace_name=ev["name"],
+            input_shapes=[], stack=[]))
+    return out
+
+
+class habana_autograd_profile(_torch_autograd_profile):
+    """torch.autograd.profiler.profile (what torch.profiler.profile drives) whose event list
+    also holds the device spans of the window; the table then shows HPU time columns."""
+
+    _device_spans: Optional[list[dict[str, Any]]] = None
+
+    def add_device_spans(self, spans: list[dict[str, Any]]) -> None:
+        if not spans:
+            return
+        if self._function_events is not None and not self._needs_processing:
+            self._append_device_events(spans)  # already parsed (acc_events)
+        else:
+            self._device_spans = list(spans)
+
+    def _ensure_function_events(self) -> None:
+        if self._function_events is not None:
+            return
+        super()._ensure_function_events()
+        spans, self._device_spans = self._device_spans, None
+        if spans:
+            self._append_device_events(spans)
+
+    def _append_device_events(self, spans: list[dict[str, Any]]) -> None:
+        events = self._function_events
+        start_ns = 0
+        if self.kineto_results is not None and hasattr(self.kineto_results, "trace_start_ns"):
+            start_ns = int(self.kineto_results.trace_start_ns())
+        if start_ns <= 0:
+            start_ns = min(ev["start_ns"] for ev in spans)
+        first_id = max((e.id for e in events if isinstance(e.id, int)), default=0) + 1
+        # As torch does for a profiled device: every event reports on it (host ops with no
+        # device time of their own show 0), and the table grows the device's columns.
+        for e in events:
+            e.use_device = "hpu"
+        events.extend(device_function_events(spans, start_ns, first_id))
+        events._use_device = "hpu"
+
+
+_torch_build_table = torch.autograd.profiler_util._build_table
+
+
+def _build_table_with_hpu(events, *args, **kwargs):
+    """torch 2.7.1's table sums device time only over CUDA, PrivateUse1 and MTIA events (and
+    then asserts every row's share fits in that sum). HPU rows are shown through copies that
+    the sum counts; the rows, names and times are unchanged, the columns say HPU."""
+    if any(getattr(e, "device_type", None) == DeviceType.HPU for e in events):
+        shown = []
+        for e in events:
+            if getattr(e, "device_type", None) == DeviceType.HPU:
+                e = copy.copy(e)
+                e.device_type = DeviceType.PrivateUse1
+            shown.append(e)
+        events = torch.autograd.profiler_util.EventList(
+            shown, use_device=getattr(events, "_use_device", "hpu"),
+            profile_memory=getattr(events, "_profile_memory", False), with_flops=getattr(events, "_with_flops", False))
+    return _torch_build_table(events, *args, **kwargs)
 
 
 def _read_trace(path: str) -> dict[str, Any]:
@@ -178,6 +274,8 @@ def device_trace_events(events: list[dict[str, Any]], base_ns: int, device: int 
             args["graph"] = ev["graph"]
         if ev.get("ops", 0) > 1:
             args["ops"] = ev["ops"]
+        if ev.get("recipe"):
+            args["recipeName"] = ev["recipe"]
         out.append({"ph": "X", "cat": ev["cat"], "name": ev["name"], "pid": pid, "tid": _LANES.get(ev["lane"], 9),
                     "ts": (ev["start_ns"] - base_ns) / 1000.0, "dur": ev["dur_ns"] / 1000.0, "args": args})
     return out
@@ -203,3 +301,5 @@ def install() -> None:
     if torch.profiler.profile is not habana_profile:
         torch.profiler.ProfilerActivity = HabanaProfilerActivity
         torch.profiler.profile = habana_profile
+        torch.autograd.profiler.profile = habana_autograd_profile
+        torch.autograd.profiler_util._build_table = _build_table_with_hpu

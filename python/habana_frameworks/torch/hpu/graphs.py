@@ -121,6 +121,12 @@ class HPUGraph:
             raise RuntimeError("GRAPH:: replay called on a graph that was not captured")
         # Queued on the lazy worker after the pending ops: the host goes on at once, and
         # reads of the graph's outputs wait for it as for any lazy graph.
+        if torch.autograd._profiler_enabled():
+            # Under the profiler the replay is a host range (its device run is a "recipe
+            # replay" span on the device's graph-launch lane).
+            with torch.autograd.profiler.record_function("HPUGraph::replay"):
+                self._recipe.launch(inputs)
+            return
         self._recipe.launch(inputs)
 
     def replay(self, asynchronous: bool = False) -> None:
