@@ -97,7 +97,7 @@ setup(
     install_requires=["torch"],
     entry_points={
         "torch.backends": ["device_backend = habana_frameworks.autoload:__autoload"],
-        "console_scripts": ["hl-smi = habana_frameworks.torch.utils.hl_smi:main"],
+        "console_scripts": ["hl-smi = habana_frameworks.hl_smi_launcher:main"],  # no torch import
     },
     cmdclass={"build_native": BuildNative, "build_py": BuildPy},
     zip_safe=False,

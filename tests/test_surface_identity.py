@@ -84,3 +84,18 @@ def test_mse_loss_on_empty_tensors_matches_cpu(reduction):
         results[dev] = (loss.detach().cpu(), x.grad.cpu())
     torch.testing.assert_close(results["hpu"][0], results["cpu"][0], equal_nan=True)
     assert results["hpu"][1].shape == results["cpu"][1].shape == (0, 3)
+
+
+def test_hl_smi_console_script_starts_without_torch():
+    # The console script's entry point (setup.py) must not import torch or the bridge:
+    # clients run `hl-smi -v` at import in every process (lightning-habana's DataLoader
+    # workers included), where a torch import per call cost seconds to minutes.
+    setup_py = open(os.path.join(ROOT, "setup.py"), encoding="utf-8").read()
+    entry = re.search(r'"hl-smi = ([\w.]+):(\w+)"', setup_py)
+    assert entry, "hl-smi console script missing from setup.py"
+    module, func = entry.groups()
+    code = (f"import sys, {module} as m; assert 'torch' not in sys.modules, 'imports torch'; "
+            f"sys.argv = ['hl-smi', '-v']; m.{func}()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"hl-smi/hlml version hl-\d+\.\d+\.\d+", r.stdout), r.stdout
