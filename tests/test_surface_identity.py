@@ -99,3 +99,23 @@ def test_hl_smi_console_script_starts_without_torch():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert re.search(r"hl-smi/hlml version hl-\d+\.\d+\.\d+", r.stdout), r.stdout
+
+
+def test_autoload_follows_pt_hpu_autoload():
+    # torch's device-backend autoload imports the bridge at `import torch`: by default in
+    # eager mode only; PT_HPU_AUTOLOAD=1/0 forces it on/off in either mode, as the bridge's
+    # entry point decides.
+    code = "import sys, torch; print('LOADED', 'habana_frameworks.torch' in sys.modules)"
+    cases = {("0", None): True, ("0", "0"): False, ("1", None): False, ("1", "1"): True}
+    procs = {}
+    for (lazy, flag), _ in cases.items():
+        env = {k: v for k, v in os.environ.items() if k not in ("PT_HPU_AUTOLOAD", "TORCH_DEVICE_BACKEND_AUTOLOAD")}
+        env["PT_HPU_LAZY_MODE"] = lazy
+        if flag is not None:
+            env["PT_HPU_AUTOLOAD"] = flag
+        procs[(lazy, flag)] = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                                               stderr=subprocess.PIPE, text=True)
+    for key, p in procs.items():
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert f"LOADED {cases[key]}" in out, (key, out, err)
