@@ -71,6 +71,20 @@ XFAIL: dict[tuple[str, str, str | None], str] = {
         "sizes 3/5 and scale 1.7: cpu 7.8e-3/3.9e-3/7.8e-3, hpu 7.8e-3/3.9e-3/8.0e-3), but they differ "
         "from each other beyond rtol where values cancel"),
 }
+# Transposed convolutions whose output_padding reaches the stride (op_db's sample 2/3: allowed
+# below the dilation): torch's CPU cannot use oneDNN there and takes its slow kernel, which rounds
+# its column buffer (bfloat16) and sums in another order; native (_ops/conv_ops.py) rounds once.
+# Measured max abs error vs float64 on those samples (output / input grad / weight grad).
+_CONVT_SLOW = ("output_padding >= stride sends torch's CPU to its slow transposed kernel (bfloat16 "
+               "column buffer, another summation order); hpu is the closer to float64: ")
+XFAIL.update({
+    ("nn.functional.conv_transpose2d", "", "bfloat16"): _CONVT_SLOW + "out cpu 3.1e-2 hpu 1.5e-2, "
+                                                                      "weight grad cpu 3.6e-2 hpu 3.1e-2",
+    ("nn.functional.conv_transpose3d", "", "bfloat16"): _CONVT_SLOW + "out cpu 3.6e-2 hpu 3.1e-2, "
+                                                                      "weight grad cpu 7.9e-2 hpu 6.2e-2",
+    ("nn.functional.conv_transpose3d", "", "float32"): _CONVT_SLOW + "input grad cpu 1.1e-5 hpu 8.7e-6, "
+                                                                     "weight grad cpu 3.9e-6 hpu 3.6e-6",
+})
 # Special functions (kernels/special*.go) compute in float64 and round once; torch's float32
 # kernels lose ulps (trigamma's reflection, the polynomial recurrences, i0e in bfloat16), so on
 # op_db's samples the two differ beyond assert_close while hpu is the closer to float64

@@ -26,3 +26,4 @@ from . import scan_ops  # noqa: F401
 from . import margin_loss_ops  # noqa: F401
 from . import rrelu_ops  # noqa: F401
 from . import range_factories  # noqa: F401
+from . import conv_ops  # noqa: F401
