@@ -32,3 +32,29 @@ func init() {
 		return kernels.ConvIntBackwardInput(c.T[0], c.T[1], c.T[2], convParams(c.I))
 	})
 }
+
+// Grid sampling (python/habana_frameworks/torch/_ops/sampling_ops.py): 4-D views with any strides.
+//
+//	grid_sampler_2d      T (out, input, grid)                         I (mode, padding, align_corners)
+//	grid_sampler_2d_bwd  T (grad_output, input, grid, {gin, ggrid}…)  I (mode, padding, align_corners, mask)
+func init() {
+	Register("grid_sampler_2d", 3, func(c *Call) error {
+		if err := needInts(c, 3); err != nil {
+			return err
+		}
+		return kernels.GridSample2d(c.T[0], c.T[1], c.T[2], int(c.I[0]), int(c.I[1]), c.I[2] != 0)
+	})
+	Register("grid_sampler_2d_bwd", -1, func(c *Call) error {
+		if err := needInts(c, 4); err != nil {
+			return err
+		}
+		if len(c.T) < 3 {
+			return fmt.Errorf("expected at least 3 tensors")
+		}
+		g, err := optionals(c.T[3:], c.I[3], 2)
+		if err != nil {
+			return err
+		}
+		return kernels.GridSample2dBackward(g[0], g[1], c.T[0], c.T[1], c.T[2], int(c.I[0]), int(c.I[1]), c.I[2] != 0)
+	})
+}

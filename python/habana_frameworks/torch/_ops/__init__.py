@@ -27,3 +27,4 @@ from . import margin_loss_ops  # noqa: F401
 from . import rrelu_ops  # noqa: F401
 from . import range_factories  # noqa: F401
 from . import conv_ops  # noqa: F401
+from . import sampling_ops  # noqa: F401
