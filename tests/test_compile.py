@@ -228,6 +228,107 @@ def test_host_scalar_math_runs_in_the_recipe_and_writes_back():
     torch.testing.assert_close(p_h.cpu(), p_c, rtol=1e-6, atol=1e-7)
 
 
+def _recording_eager_nodes(stage_nodes: list[tuple[bool, str]]):
+    """A POST_PARTITIONER pass that records (is_backward, target) of every eager node."""
+    from habana_frameworks.torch.dynamo.compile_backend import passes
+
+    def record(ctx):
+        stage_nodes.extend((ctx.is_backward, str(n.target)) for n in ctx.graph_module.graph.nodes
+                           if n.op == "call_function" and n.meta.get("placement") == "eager")
+        return False
+
+    return passes, record
+
+
+def test_step_count_write_backs_are_one_foreach_add():
+    """Per-parameter host step counts (AdamW without `capturable`) are written back by one
+    `_foreach_add_` after the recipe, not by an add and a copy_ each; the counts and the
+    updates they scale stay those of eager."""
+    def f(steps, ps):
+        for s, p in zip(steps, ps):
+            s += 1
+            p.mul_(1 - 0.9 ** s)
+        return ps
+
+    nodes: list[tuple[bool, str]] = []
+    passes, record = _recording_eager_nodes(nodes)
+    stage = passes.OptimizationPassPlacement.POST_PARTITIONER
+    passes.register_pass_at_optimization_pass(record, stage)
+    try:
+        compiled = _compile(f)
+        steps_h, steps_c = [torch.tensor(float(k)) for k in range(3)], [torch.tensor(float(k)) for k in range(3)]
+        ps_c = [torch.linspace(-1, 1, 5) * (k + 1) for k in range(3)]
+        ps_h = [p.to("hpu") for p in ps_c]
+        for _ in range(3):
+            compiled(steps_h, ps_h)
+            f(steps_c, ps_c)
+    finally:
+        passes._PASSES[stage].remove(record)
+    assert sorted({t for _, t in nodes}) == ["aten._foreach_add_.Scalar"]
+    assert [s.item() for s in steps_h] == [s.item() for s in steps_c] == [3.0, 4.0, 5.0]
+    assert all(s.device.type == "cpu" for s in steps_h)
+    for p_h, p_c in zip(ps_h, ps_c):
+        torch.testing.assert_close(p_h.cpu(), p_c, rtol=1e-6, atol=1e-7)
+
+
+def test_output_views_of_a_cluster_come_from_the_recipe():
+    """The transposed weight gradients a backward returns are views of the recipe's
+    outputs, rebuilt by the recipe runner: the backward graph keeps no eager view ops,
+    and the gradients (values and strides) are those of the CPU."""
+    model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+    x = torch.randn(4, 6)
+    hpu_model = copy.deepcopy(model).to("hpu")
+    nodes: list[tuple[bool, str]] = []
+    passes, record = _recording_eager_nodes(nodes)
+    stage = passes.OptimizationPassPlacement.POST_PARTITIONER
+    passes.register_pass_at_optimization_pass(record, stage)
+    try:
+        for _ in range(2):
+            hpu_model.zero_grad(set_to_none=True)
+            _compile(hpu_model)(x.to("hpu")).square().sum().backward()
+    finally:
+        passes._PASSES[stage].remove(record)
+    assert [t for bw, t in nodes if bw] == []
+    model(x).square().sum().backward()
+    for p, q in zip(model.parameters(), hpu_model.parameters()):
+        assert q.grad.stride() == p.grad.stride()
+        torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_hpusim_runtime_frames_are_not_traced_by_dynamo():
+    """The eager ops a compiled function runs (the ones_like of loss.backward()) execute
+    hpusim's Python kernels; dynamo skips those files, so the step compiles into the one
+    graph before backward, not also into graphs of hpusim's own code."""
+    import torch._dynamo.trace_rules as rules
+
+    import habana_frameworks.torch as ht
+    from habana_frameworks.torch import _native, _recipe
+    from habana_frameworks.torch._ops import registry
+
+    for mod in (_native, _recipe, registry):
+        assert rules.check_file(mod.__file__).skipped, mod.__file__
+    assert not rules.check_file(htcore.__file__).skipped  # mark_step is traced through (a no-op)
+    graphs = []
+
+    def counting_backend(gm, example_inputs, **kw):
+        graphs.append(gm)
+        from habana_frameworks.torch.dynamo.compile_backend.backends import hpu_backend
+        return hpu_backend(gm, example_inputs, **kw)
+
+    w = torch.randn(3, 3, device="hpu", requires_grad=True)
+
+    def f(x):
+        loss = (x @ w).relu().sum()
+        loss.backward()
+        return loss
+
+    compiled = torch.compile(f, backend=counting_backend)
+    for _ in range(2):
+        compiled(torch.randn(2, 3).to("hpu"))
+    assert len(graphs) == 1, [g.code for g in graphs]
+    assert ht.hpu.is_available()
+
+
 def test_inductor_still_compiles_cpu_code_in_a_process_using_hpusim():
     """PyTorch's own torch.compile (inductor) on CPU tensors, forward and backward, next to
     hpu work in the same process: hpusim registers hpu_backend and leaves inductor alone."""

@@ -94,12 +94,28 @@ def _is_view(node: torch.fx.Node) -> bool:
     return isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
 
 
+def _computed_in_cluster(node: torch.fx.Node) -> bool:
+    """Whether node's storage is made by a cluster op (not a graph input), seen through
+    views and tuple reads."""
+    while _is_view(node) or node.target is operator.getitem:
+        src = node.args[0]
+        if not isinstance(src, torch.fx.Node):
+            return False
+        node = src
+    return node.op == "call_function" and node.meta.get("placement") == HPU_CLUSTER
+
+
 def pass_eagerize_leaf_views(ctx: PassContext) -> bool:
-    """A view whose users all run eagerly (or are graph outputs) is taken out of the
-    cluster: it costs nothing eagerly and would only make the recipe return an alias."""
+    """A view whose users all run eagerly is taken out of the cluster, so the eager
+    nodes take the view and the recipe need not return it. A view of a cluster's result
+    that is a graph output stays in the cluster: the recipe returns it as a view of its
+    fresh output storage (built in C++ at no cost), where an eager view would be one
+    dispatcher call per output per step (the transposed weight gradients of a backward)."""
     changed = False
     for node in reversed(list(ctx.graph_module.graph.nodes)):
         if node.meta.get("placement") != HPU_CLUSTER or not _is_view(node):
+            continue
+        if all(u.op == "output" for u in node.users) and _computed_in_cluster(node):
             continue
         if all(u.op == "output" or u.meta.get("placement") == EAGER for u in node.users):
             node.meta["placement"] = EAGER
@@ -283,6 +299,61 @@ def pass_check_eager_fallbacks(ctx: PassContext) -> bool:
     return False
 
 
+def _host_increment(node: torch.fx.Node) -> tuple[torch.fx.Node, Any] | None:
+    """(x, c) when node is the eager `x.copy_(x + c)` of a host 0-dim input x and a number c
+    whose sum keeps x's dtype (an optimizer's step count), else None."""
+    if not (_writes_input(node) and node.meta.get("placement") == EAGER):
+        return None
+    dst, src = node.args[0], node.args[1]
+    if not (isinstance(src, torch.fx.Node) and src.target is torch.ops.aten.add.Tensor
+            and src.meta.get("placement") == EAGER and list(src.users) == [node]
+            and src.args[0] is dst and len(src.args) == 2 and not src.kwargs
+            and isinstance(src.args[1], (int, float)) and not isinstance(src.args[1], bool)):
+        return None
+    x, out = dst.meta.get("val"), src.meta.get("val")
+    if not (isinstance(x, torch.Tensor) and isinstance(out, torch.Tensor) and x.device.type == "cpu"
+            and x.dim() == 0 and out.dtype == x.dtype):
+        return None
+    return dst, src.args[1]
+
+
+def pass_batch_host_increments(ctx: PassContext) -> bool:
+    """The per-parameter step-count write-backs of an optimizer (`step.copy_(step + 1)`,
+    two host ops each) become one `_foreach_add_` per increment, where the last of them
+    ran: the graph's order is final here and every reader of the old counts (the
+    clusters) runs before. Skipped for a group if any other node between its first and
+    last write touches one of its counts."""
+    gm = ctx.graph_module
+    nodes = list(gm.graph.nodes)
+    groups: dict[Any, list[tuple[int, torch.fx.Node, torch.fx.Node]]] = {}
+    for i, node in enumerate(nodes):
+        inc = _host_increment(node)
+        if inc is not None:
+            groups.setdefault((type(inc[1]), inc[1]), []).append((i, node, inc[0]))
+    changed = False
+    for (_, c), members in groups.items():
+        if len(members) < 2:
+            continue
+        writes = {w for _, w, _ in members}
+        dsts = {d for _, _, d in members}
+        first, last = members[0][0], members[-1][0]
+        if any(n not in writes and any(a in dsts for a in n.all_input_nodes) for n in nodes[first:last + 1]):
+            continue
+        last_write = members[-1][1]
+        with gm.graph.inserting_after(last_write):
+            batched = gm.graph.call_function(torch.ops.aten._foreach_add_.Scalar, ([d for _, _, d in members], c))
+        batched.meta.update(placement=EAGER, eager_reason="batched host write-back of step counts")
+        for _, w, _ in members:
+            add = w.args[1]
+            gm.graph.erase_node(w)
+            gm.graph.erase_node(add)
+        changed = True
+    if changed:
+        gm.graph.lint()
+        gm.recompile()
+    return changed
+
+
 def pass_compile_clusters(ctx: PassContext) -> bool:
     """Each fused submodule becomes a ClusterRunner called directly from the graph (a plain
     function call: no nn.Module call overhead per launch)."""
@@ -314,7 +385,8 @@ _PASSES: dict[OptimizationPassPlacement, list[Pass]] = {
     OptimizationPassPlacement.PARTITIONER: [pass_graph_print, pass_propose_partitions, pass_fuse_partitions,
                                             pass_graph_print],
     OptimizationPassPlacement.POST_PARTITIONER: [pass_graph_print, pass_summarize_graph,
-                                                 pass_check_eager_fallbacks, pass_compile_clusters],
+                                                 pass_check_eager_fallbacks, pass_batch_host_increments,
+                                                 pass_compile_clusters],
 }
 
 
