@@ -40,9 +40,10 @@ def _setup_module_id(world_size: int, local_rank: int) -> None:
     visible = os.getenv("HABANA_VISIBLE_MODULES")
     if visible:
         modules = [m.strip() for m in visible.split(",") if m.strip()]
+        # The bridge's text, line breaks and indentation included (clients match on it).
         assert len(modules) > local_rank, (
-            "There is not enough devices available for training. "
-            "Please verify if HABANA_VISIBLE_MODULES is set correctly.")
+            "There is not enough devices\n        available for training. Please verify if "
+            "HABANA_VISIBLE_MODULES\n        is set correctly.")
         os.environ["HLS_MODULE_ID"] = modules[local_rank]
     else:
         os.environ["HLS_MODULE_ID"] = str(local_rank)
