@@ -58,3 +58,29 @@ func init() {
 		return kernels.GridSample2dBackward(g[0], g[1], c.T[0], c.T[1], c.T[2], int(c.I[0]), int(c.I[1]), c.I[2] != 0)
 	})
 }
+
+// Segment reductions (python/habana_frameworks/torch/_ops/sampling_ops.py): data and results
+// as 3-D views [outer, L|S, inner] with any strides, offsets [outer, S+1] (int64/int32).
+//
+//	segment_reduce      T (out, data, offsets)                       I (reduce, has_initial) F (initial)
+//	segment_reduce_bwd  T (grad_input, grad, output, data, offsets)  I (reduce, has_initial) F (initial)
+func init() {
+	Register("segment_reduce", 3, func(c *Call) error {
+		if err := needInts(c, 2); err != nil {
+			return err
+		}
+		if len(c.F) < 1 {
+			return fmt.Errorf("expected the initial value")
+		}
+		return kernels.SegmentReduce(c.T[0], c.T[1], c.T[2], int(c.I[0]), c.I[1] != 0, c.F[0])
+	})
+	Register("segment_reduce_bwd", 5, func(c *Call) error {
+		if err := needInts(c, 2); err != nil {
+			return err
+		}
+		if len(c.F) < 1 {
+			return fmt.Errorf("expected the initial value")
+		}
+		return kernels.SegmentReduceBackward(c.T[0], c.T[1], c.T[2], c.T[3], c.T[4], int(c.I[0]), c.I[1] != 0, c.F[0])
+	})
+}

@@ -94,3 +94,54 @@ def test_grid_sample_bad_input_raises_like_cpu():
         F.grid_sample(x.to("hpu"), g.to("hpu"), align_corners=False)
     with pytest.raises(RuntimeError):
         torch.grid_sampler_2d(x.to("hpu"), torch.rand(2, 2, 2, 3).to("hpu"), 0, 0, False)
+
+
+# ----------------------------------------------------------------------- segment_reduce
+
+def _segment_case(data, reduce, **kw):
+    """segment_reduce on cpu and hpu: values and data gradients equal (same arithmetic, same
+    rounding as torch's CPU kernel), nothing falls back."""
+    before = _fallbacks()
+    on = {k: (v.to("hpu") if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+    dc = data.detach().clone().requires_grad_()
+    dh = data.detach().to("hpu").requires_grad_()
+    yc = torch.segment_reduce(dc, reduce, **kw)
+    yh = torch.segment_reduce(dh, reduce, **on)
+    torch.testing.assert_close(yh.cpu(), yc, equal_nan=True, rtol=0, atol=0)
+    g = torch.randn(yc.shape).to(data.dtype)
+    yc.backward(g)
+    yh.backward(g.to("hpu"))
+    torch.testing.assert_close(dh.grad.cpu(), dc.grad, equal_nan=True, rtol=0, atol=0)
+    assert _fallbacks() == before, fallback.counts()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+def test_segment_reduce_axes_lengths_offsets(dtype, reduce):
+    torch.manual_seed(2)
+    data = torch.randn(3, 7, 4).to(dtype)
+    data[0, 2, 1] = data[0, 3, 1]  # a tie for max/min
+    data[1, 4, 2] = 0.0  # a zero for prod
+    lengths = torch.tensor([2, 0, 3, 2])
+    _segment_case(data.transpose(0, 1).contiguous(), reduce, lengths=lengths, axis=0)
+    _segment_case(data.transpose(0, 1).contiguous(), reduce, lengths=lengths, axis=0, initial=0.5)
+    _segment_case(data.transpose(0, 1).contiguous(), reduce,
+                  offsets=torch.tensor([0, 2, 2, 5, 7], dtype=torch.int32), axis=0, unsafe=True)
+    lengths2 = torch.tensor([[1, 6, 0], [3, 3, 1], [0, 0, 7]])
+    _segment_case(data, reduce, lengths=lengths2, axis=1)
+    _segment_case(data.permute(0, 2, 1).contiguous().permute(0, 2, 1), reduce, lengths=lengths2, axis=1, initial=-2)
+    offsets2 = torch.tensor([[0, 1, 7, 7], [0, 3, 6, 7], [0, 0, 0, 7]])
+    _segment_case(data, reduce, offsets=offsets2, axis=1)
+
+
+def test_segment_reduce_nan_and_errors():
+    data = torch.tensor([1.0, float("nan"), 2.0, 3.0, 3.0])
+    for reduce in ("max", "min", "sum", "mean", "prod"):
+        _segment_case(data, reduce, lengths=torch.tensor([2, 3]))
+    d = torch.randn(5)
+    for kw in (dict(lengths=torch.tensor([2, 2])), dict(lengths=torch.tensor([6, -1]))):
+        with pytest.raises(RuntimeError) as ec:
+            torch.segment_reduce(d, "sum", **kw)
+        with pytest.raises(RuntimeError) as eh:
+            torch.segment_reduce(d.to("hpu"), "sum", **{k: v.to("hpu") for k, v in kw.items()})
+        assert str(eh.value) == str(ec.value)

@@ -28,3 +28,4 @@ from . import rrelu_ops  # noqa: F401
 from . import range_factories  # noqa: F401
 from . import conv_ops  # noqa: F401
 from . import sampling_ops  # noqa: F401
+from . import segment_ops  # noqa: F401
