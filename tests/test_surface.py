@@ -231,3 +231,26 @@ def test_mediapipe_surface_imports_and_refuses_to_build():
     with pytest.raises(MediaPipeUnavailable):
         HPUResnetPytorchIterator(mediapipe=None)
     assert media_function({"shape": [2]}).params == {"shape": [2]}
+
+
+def test_replay_of_an_uncaptured_hpu_graph_only_flushes():
+    # The bridge's HPUGraph.replay is a step marker followed by the captured parts: with none
+    # captured yet it only runs the pending lazy work (lightning-habana replays before it
+    # captures in its sanity-check validation).
+    code = """
+import torch, habana_frameworks.torch as ht
+g = ht.hpu.HPUGraph()
+x = torch.ones(4, device='hpu')
+y = x * 3
+g.replay()
+print('Y', y.cpu().tolist())
+with ht.hpu.stream(ht.hpu.Stream()):
+    g.capture_begin(); z = x + 1; g.capture_end()
+x.fill_(5.0)
+g.replay()
+print('Z', z.cpu().tolist())
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PT_HPU_LAZY_MODE="1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Y [3.0, 3.0, 3.0, 3.0]" in r.stdout and "Z [6.0, 6.0, 6.0, 6.0]" in r.stdout, r.stdout

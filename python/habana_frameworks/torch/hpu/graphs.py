@@ -118,7 +118,12 @@ class HPUGraph:
         if _capturing is not None:
             raise RuntimeError("GRAPH:: Capture in progress")
         if self._recipe is None:
-            raise RuntimeError("GRAPH:: replay called on a graph that was not captured")
+            # As the bridge: a replay is a step marker, then a run of every captured part;
+            # with nothing captured yet only the pending lazy work runs (clients replay
+            # before capturing, e.g. lightning-habana's validation at its sanity check).
+            from .. import core
+            core.mark_step()
+            return
         # Queued on the lazy worker after the pending ops: the host goes on at once, and
         # reads of the graph's outputs wait for it as for any lazy graph.
         if torch.autograd._profiler_enabled():
