@@ -16,6 +16,9 @@ type Call struct {
 	T []kernels.Tensor
 	I []int64
 	F []float64
+	// Label, for a lazy graph's node, names the exception class and aten op its data
+	// errors are reported as when the graph runs (NodeError); "" for none.
+	Label string
 }
 
 // Kernel runs an op.

@@ -25,12 +25,13 @@ type operand struct {
 }
 
 type node struct {
-	op   *Op
-	eff  effect
-	args []operand
-	ints []int64
-	fl   []float64
-	snap [][]byte // the host bytes of hostSnap operands, kept alive until the graph ran
+	op    *Op
+	eff   effect
+	args  []operand
+	ints  []int64
+	fl    []float64
+	snap  [][]byte // the host bytes of hostSnap operands, kept alive until the graph ran
+	label string   // Call.Label: how a failure of the node is reported (NodeError)
 }
 
 type graph struct {

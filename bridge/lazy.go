@@ -213,7 +213,7 @@ func envInt(name string, def int) int {
 // an H2D copy source, flushes, waits and runs it eagerly (a host read is a trigger).
 func (e *engine) record(op *Op, c *Call) error {
 	eff := effectsOf(op, len(c.T))
-	n := node{op: op, eff: eff, args: make([]operand, len(c.T))}
+	n := node{op: op, eff: eff, args: make([]operand, len(c.T)), label: c.Label}
 	// Copy every descriptor: the caller may reuse its buffers after we return.
 	words := 0
 	for _, t := range c.T {
@@ -256,8 +256,9 @@ func (e *engine) record(op *Op, c *Call) error {
 			}
 		}
 		if st.poison != nil {
+			err := e.reportPoison(st)
 			e.mu.Unlock()
-			return poisonError(st)
+			return err
 		}
 		stos[i] = st
 		n.args[i].off = int64(p - st.base)
@@ -383,8 +384,9 @@ func (e *engine) runHostCall(op *Op, c *Call, eff effect) error {
 		}
 		if base, _, ok := device.Find(uintptr(t.Ptr)); ok {
 			if st := e.stos[uintptr(base)]; st != nil && st.poison != nil {
+				err := e.reportPoison(st)
 				e.mu.Unlock()
-				return poisonError(st)
+				return err
 			}
 		}
 	}
@@ -393,7 +395,19 @@ func (e *engine) runHostCall(op *Op, c *Call, eff effect) error {
 }
 
 func poisonError(st *storage) error {
-	return fmt.Errorf("this hpu tensor holds no valid data: %v", st.poison)
+	return fmt.Errorf("this hpu tensor holds no valid data: %w", st.poison)
+}
+
+// reportPoison is the error of a use of a poisoned tensor, for a caller about to raise it
+// (engine.mu held). When the graph's failure has not been raised yet, this use raises it
+// as it is (the failed op's own error) and it is not raised again at the next trigger, as
+// an unrelated op's error; later uses say the tensor holds no valid data.
+func (e *engine) reportPoison(st *storage) error {
+	if e.err != nil && e.err == st.poison {
+		e.err = nil
+		return st.poison
+	}
+	return poisonError(st)
 }
 
 // launchCurrent closes the current graph and queues it; compilation (or a cache hit)
@@ -616,14 +630,14 @@ func (e *engine) streamSome() bool {
 		var err error
 		for _, a := range n.args {
 			if a.sto >= 0 && poisoned[a.sto] != nil {
-				err = fmt.Errorf("op %s uses a tensor that holds no valid data: %v", n.op.Name, poisoned[a.sto])
+				err = fmt.Errorf("op %s uses a tensor that holds no valid data: %w", n.op.Name, poisoned[a.sto])
 				break
 			}
 		}
 		if err == nil {
 			t1 := time.Now()
 			if err = runNode(n); err != nil {
-				err = fmt.Errorf("failed in op %s: %v", n.op.Name, err)
+				err = &streamFailure{err}
 			}
 			if opTimes != nil {
 				opTimes.add(n.op.Name+" (streamed)", time.Since(t1))

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,7 +16,13 @@ import (
 func (e *engine) execute(g *graph, p *plan) {
 	if g.streamErr != nil {
 		if !slices.Contains(p.removed, g.streamAt) {
-			e.fail(g, g.streamAt, fmt.Errorf("lazy graph #%d %v", g.seq, g.streamErr))
+			where := fmt.Sprintf("lazy graph #%d", g.seq)
+			var sf *streamFailure
+			if errors.As(g.streamErr, &sf) {
+				e.fail(g, g.streamAt, nodeFailure(where, &g.nodes[g.streamAt], sf.err))
+			} else {
+				e.fail(g, g.streamAt, fmt.Errorf("%s %w", where, g.streamErr))
+			}
 			return
 		}
 		// The failed node is dead code (the plan removes it; only streaming ran it): as
@@ -37,7 +44,7 @@ func (e *engine) execute(g *graph, p *plan) {
 			for _, ni := range nodes {
 				for _, a := range g.nodes[ni].args {
 					if a.sto >= 0 && poisoned[a.sto] != nil {
-						e.fail(g, nodes[0], fmt.Errorf("lazy graph #%d: op %s uses a tensor that holds no valid data: %v",
+						e.fail(g, nodes[0], fmt.Errorf("lazy graph #%d: op %s uses a tensor that holds no valid data: %w",
 							g.seq, g.nodes[ni].op.Name, poisoned[a.sto]))
 						return
 					}
@@ -52,7 +59,7 @@ func (e *engine) execute(g *graph, p *plan) {
 					continue
 				}
 				if err := runBound(g, p, ni); err != nil {
-					e.fail(g, ni, fmt.Errorf("lazy graph #%d failed in op %s: %v", g.seq, g.nodes[ni].op.Name, err))
+					e.fail(g, ni, nodeFailure(fmt.Sprintf("lazy graph #%d", g.seq), &g.nodes[ni], err))
 					return
 				}
 			}
@@ -78,7 +85,7 @@ func (e *engine) execute(g *graph, p *plan) {
 			traceSpan(stepName(g, nodes), cat, "graph worker", t0, int64(g.seq), len(nodes))
 		}
 		if err != nil {
-			e.fail(g, nodes[0], fmt.Errorf("lazy graph #%d failed in op %s: %v", g.seq, g.nodes[failed].op.Name, err))
+			e.fail(g, nodes[0], nodeFailure(fmt.Sprintf("lazy graph #%d", g.seq), &g.nodes[failed], err))
 			return
 		}
 		prog.finish(e, g, nodes)

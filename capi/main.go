@@ -31,7 +31,12 @@ const (
 var lastErr sync.Map // OS thread id -> string
 
 func setErr(err error) C.int {
-	lastErr.Store(syscall.Gettid(), err.Error())
+	msg := err.Error()
+	if kind := bridge.ErrorKind(err); kind != "" {
+		// the exception class the caller raises (a lazy graph's labelled node)
+		msg = kind + ": " + msg
+	}
+	lastErr.Store(syscall.Gettid(), msg)
 	if _, ok := err.(*device.OOMError); ok {
 		return statusOOM
 	}
@@ -329,6 +334,26 @@ func hpusim_run(op C.int, desc *C.int64_t, ndesc C.int, fl *C.double, nf C.int) 
 	c, err := decodeCall(desc, ndesc, fl, nf)
 	if err != nil {
 		return setErr(err)
+	}
+	if err := bridge.Execute(int(op), c); err != nil {
+		return setErr(err)
+	}
+	return statusOK
+}
+
+// hpusim_run_labeled is hpusim_run for an op whose data errors (an index out of range)
+// a lazy graph reports when it runs: label ("IndexError:index_select") names the
+// exception class CPU raises and the aten op the program called (bridge.NodeError).
+//
+//export hpusim_run_labeled
+func hpusim_run_labeled(op C.int, desc *C.int64_t, ndesc C.int, fl *C.double, nf C.int, label *C.char) (rc C.int) {
+	defer guard(&rc)
+	c, err := decodeCall(desc, ndesc, fl, nf)
+	if err != nil {
+		return setErr(err)
+	}
+	if label != nil {
+		c.Label = C.GoString(label)
 	}
 	if err := bridge.Execute(int(op), c); err != nil {
 		return setErr(err)

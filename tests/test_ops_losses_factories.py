@@ -5,6 +5,7 @@ that each runs natively (no CPU fallback). Runs in eager and lazy mode."""
 from __future__ import annotations
 
 import contextlib
+import os
 
 import pytest
 import torch
@@ -256,3 +257,47 @@ def test_repeat_interleave_bad_input():
     _raises_like(torch.repeat_interleave, torch.tensor([[1]]))
     _raises_like(torch.repeat_interleave, torch.tensor([1.0]))
     _raises_like(lambda r: torch.repeat_interleave(r, output_size=2), torch.tensor([1, 2]))
+
+
+# ------------------------------------------------------- out-of-range indices (eager and lazy)
+
+def _oob_cases():
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(3))
+    i = torch.tensor([[0], [5], [1]])
+    return [
+        ("gather", lambda d: torch.gather(x.to(d), 1, i.to(d))),
+        ("index_select", lambda d: torch.index_select(x.to(d), 0, torch.tensor([7]).to(d))),
+        ("index", lambda d: x.to(d)[torch.tensor([9]).to(d)]),
+        ("embedding", lambda d: F.embedding(torch.tensor([9]).to(d), x.to(d))),
+        ("nll_loss", lambda d: F.nll_loss(x.to(d), torch.tensor([0, 9, 1]).to(d))),
+        ("scatter", lambda d: torch.zeros(3, 4).to(d).scatter_(1, i.to(d), 1.0)),
+        ("index_add", lambda d: torch.zeros(3, 4).to(d).index_add_(0, torch.tensor([7]).to(d), torch.ones(1, 4).to(d))),
+        ("index_put", lambda d: x.to(d).index_put_((torch.tensor([9]).to(d),), torch.tensor(1.0).to(d))),
+    ]
+
+
+@pytest.mark.parametrize("name", [n for n, _ in _oob_cases()])
+def test_out_of_range_index_raises_like_cpu(name):
+    """An out-of-range index raises CPU's exception type: in eager mode at the op, in lazy
+    mode when the graph holding the op runs (at the read), naming the aten op; the failure
+    is raised once, and tensors computed before the op keep their values."""
+    import habana_frameworks.torch.core as htcore
+
+    fn = dict(_oob_cases())[name]
+    with pytest.raises(Exception) as ce:
+        fn("cpu")
+    before = torch.arange(6.0).to("hpu") * 2  # recorded into the same lazy graph, before the op
+    with pytest.raises(type(ce.value)) as he:
+        r = fn("hpu")
+        htcore.mark_step()
+        r.cpu()
+    assert type(he.value) is type(ce.value), (he.value, ce.value)
+    msg = str(he.value)
+    assert "out of" in msg and "NativeError" not in type(he.value).__name__
+    if os.environ.get("PT_HPU_LAZY_MODE") == "1":
+        assert "lazy graph" in msg, msg
+    # nothing stale: the next ops and reads work, the earlier result is intact
+    torch.testing.assert_close(before.cpu(), torch.arange(6.0) * 2)
+    y = torch.ones(3).to("hpu") + 1
+    htcore.mark_step()
+    torch.testing.assert_close(y.cpu(), torch.full((3,), 2.0))

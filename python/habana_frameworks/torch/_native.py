@@ -49,6 +49,8 @@ def _bind(lib: ctypes.CDLL) -> None:
         "hpusim_op_id": ([ctypes.c_char_p], ctypes.c_int),
         "hpusim_op_names": ([ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
         "hpusim_run": ([ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int], ctypes.c_int),
+        "hpusim_run_labeled": ([ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                ctypes.c_char_p], ctypes.c_int),
         "hpusim_last_error": ([ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
     }
     for name, (args, res) in sigs.items():
@@ -177,9 +179,21 @@ def last_error() -> str:
     return buf.value.decode(errors="replace")
 
 
+# A lazy graph's labelled node that failed when the graph ran reports the exception class
+# CPU raises for the op (bridge/nodeerr.go) as the message's first word.
+_ERROR_CLASSES: dict[str, type[Exception]] = {"IndexError": IndexError, "RuntimeError": RuntimeError}
+
+
+def error_from(msg: str) -> Exception:
+    """The exception for a Go error message: the class a labelled node names, else NativeError."""
+    kind, sep, rest = msg.partition(": ")
+    cls = _ERROR_CLASSES.get(kind) if sep else None
+    return cls(rest) if cls is not None else NativeError(msg)
+
+
 def check(rc: int) -> None:
     if rc != 0:
-        raise NativeError(last_error())
+        raise error_from(last_error())
 
 
 def device_count() -> int:
@@ -249,7 +263,7 @@ _hpusim_run = None
 
 
 def run(name: str, tensors: Sequence[torch.Tensor], ints: Iterable[int] = (),
-        floats: Sequence[float] = ()) -> None:
+        floats: Sequence[float] = (), label: str | None = None) -> None:
     """Run a Go op over tensors (outputs first, by the op's convention). No data is copied:
     Go reads and writes the tensors' memory in place.
 
@@ -275,13 +289,18 @@ def run(name: str, tensors: Sequence[torch.Tensor], ints: Iterable[int] = (),
     else:
         f.append(0)
     frame = array("q", f)
-    if floats:
+    if label is not None:
+        fl = array("d", floats) if floats else None
+        rc = go().hpusim_run_labeled(oid, frame.buffer_info()[0], len(f),
+                                     fl.buffer_info()[0] if fl else None, len(fl) if fl else 0,
+                                     label.encode())
+    elif floats:
         fl = array("d", floats)
         rc = (_hpusim_run or _bind_run())(oid, frame.buffer_info()[0], len(f), fl.buffer_info()[0], len(fl))
     else:
         rc = (_hpusim_run or _bind_run())(oid, frame.buffer_info()[0], len(f), None, 0)
     if rc != 0:
-        raise NativeError(last_error())
+        raise error_from(last_error())
 
 
 def _bind_run():

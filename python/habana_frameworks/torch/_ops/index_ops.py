@@ -46,8 +46,9 @@ def _empty_as(m: torch.Tensor, device) -> torch.Tensor:
 def _run_index_error(name, tensors, ints, floats=(), index_error=False, op=None):
     """Run a Go op; its errors become the exception class CPU raises (IndexError for
     out-of-bounds advanced indexing, RuntimeError otherwise), named after the aten op."""
+    label = f"{'IndexError' if index_error else 'RuntimeError'}:{op or name}"
     try:
-        _native.run(name, tensors, ints, floats)
+        _native.run(name, tensors, ints, floats, label=label)
     except _native.NativeError as e:
         msg = str(e)
         if msg.startswith(name + ": "):

@@ -510,7 +510,7 @@ def index_select(self, dim, index):
     d = dim % max(self.dim(), 1)
     s, o = (self.reshape(-1), out.reshape(-1)) if self.dim() == 0 else (self, out)
     try:
-        _native.run("index_select", [o, s, index.reshape(-1)], (d,))
+        _native.run("index_select", [o, s, index.reshape(-1)], (d,), label="IndexError:index_select")
     except _native.NativeError as e:
         if "index out of range" in str(e):
             raise IndexError("index out of range in self") from None

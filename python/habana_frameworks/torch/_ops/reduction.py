@@ -512,8 +512,11 @@ def nll_loss_forward(self, target, weight, reduction, ignore_index):
         out = torch.empty((), dtype=self.dtype, device=self.device)
     tw = torch.empty((), dtype=self.dtype, device=self.device)
     w = weight if has_w else tw
-    _native.run("loss.nll_forward", [out.view(-1) if out.dim() else out.view(1), tw.view(1), x, t, w.view(-1)],
-                (reduction, ignore_index, int(has_w)))
+    try:
+        _native.run("loss.nll_forward", [out.view(-1) if out.dim() else out.view(1), tw.view(1), x, t, w.view(-1)],
+                    (reduction, ignore_index, int(has_w)), label="IndexError:nll_loss")
+    except _native.NativeError as e:  # CPU: IndexError("Target 9 is out of bounds.")
+        raise IndexError(str(e).removeprefix("loss.nll_forward: ")) from None
     return out, tw
 
 
@@ -529,8 +532,11 @@ def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index
     has_w = weight is not None
     w = weight if has_w else total_weight
     go = grad_output.reshape(-1) if grad_output.dim() else grad_output.view(1)
-    _native.run("loss.nll_backward", [g2, go, t, w.view(-1), total_weight.reshape(1)],
-                (reduction, ignore_index, int(has_w)))
+    try:
+        _native.run("loss.nll_backward", [g2, go, t, w.view(-1), total_weight.reshape(1)],
+                    (reduction, ignore_index, int(has_w)), label="IndexError:nll_loss_backward")
+    except _native.NativeError as e:
+        raise IndexError(str(e).removeprefix("loss.nll_backward: ")) from None
     return gi
 
 

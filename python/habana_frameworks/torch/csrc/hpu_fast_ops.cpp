@@ -138,6 +138,16 @@ struct Frame {
       char buf[1024];
       buf[0] = 0;
       hpusim_last_error(buf, sizeof(buf));
+      // A lazy graph's failure names the exception class CPU raises (bridge/nodeerr.go):
+      // an input poisoned by an out-of-range index is an IndexError, as on CPU.
+      static const char kIndex[] = "IndexError: ";
+      if (std::strncmp(buf, kIndex, sizeof(kIndex) - 1) == 0) {
+        TORCH_CHECK_INDEX(false, buf + sizeof(kIndex) - 1);
+      }
+      static const char kRuntime[] = "RuntimeError: ";
+      if (std::strncmp(buf, kRuntime, sizeof(kRuntime) - 1) == 0) {
+        TORCH_CHECK(false, buf + sizeof(kRuntime) - 1);
+      }
       TORCH_CHECK(false, buf);
     }
   }
