@@ -206,7 +206,7 @@ func init() {
 
 // Attention (hpex FusedSDPA, F.scaled_dot_product_attention on hpu), flash-style tiles:
 //
-//	attention_fwd  T (out, m, linv [B,Hq,L] f32, q, k, v[, mask [B,Hq,L,S]])  I (causal, seed, offset) F (scale, dropout_p)
+//	attention_fwd  T (out, m, linv [B,Hq,L] f32, q, k, v[, mask [B,Hq,L,S]])  I (causal, seed, offset[, fast]) F (scale, dropout_p)
 //	attention_bwd  T (dq, dk, dv, dout, q, k, v, out, m, linv[, mask])       I (causal, seed, offset) F (scale, dropout_p)
 //	attention_dropout_mask T (dm bool [B,Hq,L,S])                            I (causal, seed, offset) F (scale, dropout_p)
 func init() {
@@ -218,7 +218,7 @@ func init() {
 			return kernels.AttnParams{}, err
 		}
 		return kernels.AttnParams{Scale: c.F[0], DropoutP: c.F[1], Causal: c.I[0] != 0,
-			Drop: kernels.Stream{Seed: uint64(c.I[1]), Offset: uint64(c.I[2])}}, nil
+			Drop: kernels.Stream{Seed: uint64(c.I[1]), Offset: uint64(c.I[2])}, Fast: len(c.I) > 3 && c.I[3] != 0}, nil
 	}
 	// withMask runs an attention kernel over its fixed operands and the optional trailing mask.
 	withMask := func(fixed int, run func(c *Call, mask *kernels.Tensor, p kernels.AttnParams) error) func(c *Call) error {
@@ -280,5 +280,93 @@ func init() {
 			return err
 		}
 		return kernels.CTCBackward(c.T[0], c.T[1], c.T[2], c.T[3], c.T[4], c.T[5], c.T[6], int(c.I[0]), c.I[1] != 0)
+	})
+}
+
+// EmbeddingBag (aten::_embedding_bag and its backwards; the hpex EmbeddingBag helpers):
+//
+//	embedding_bag_fwd  T (out, bag_size[, max_indices][, offset2bag], weight, indices, offsets[, psw])
+//	                   I (mode, padding_idx, include_last_offset, has_max_indices, has_offset2bag, has_psw)
+//	embedding_bag_bwd  T (grad_weight, grad, indices, offsets, bag_size[, max_indices (max mode)][, psw])
+//	                   I (mode, padding_idx, scale_grad_by_freq, has_psw)
+//	embedding_bag_psw_bwd T (out [n], grad, weight, indices, offsets)  I (padding_idx)
+//	embedding_bag_sum  T (out, table, indices, offsets, valid_count)  I (kernel_mode)
+//	                   kernel_mode 0: valid_count[0] = valid indices; else valid_count[0] = valid offsets
+func init() {
+	Register("embedding_bag_fwd", -1, func(c *Call) error {
+		if err := needInts(c, 6); err != nil {
+			return err
+		}
+		p := kernels.EmbeddingBagParams{Mode: int(c.I[0]), PaddingIdx: c.I[1], IncludeLast: c.I[2] != 0}
+		want := 5 + int(c.I[3]) + int(c.I[4]) + int(c.I[5])
+		if len(c.T) != want {
+			return fmt.Errorf("embedding_bag_fwd: expected %d tensors, got %d", want, len(c.T))
+		}
+		i := 2
+		var maxIdx, o2b, psw *kernels.Tensor
+		if c.I[3] != 0 {
+			maxIdx = &c.T[i]
+			i++
+		}
+		if c.I[4] != 0 {
+			o2b = &c.T[i]
+			i++
+		}
+		if c.I[5] != 0 {
+			psw = &c.T[i+3]
+		}
+		return kernels.EmbeddingBagForward(c.T[0], c.T[1], maxIdx, o2b, c.T[i], c.T[i+1], c.T[i+2], psw, p)
+	})
+	Register("embedding_bag_bwd", -1, func(c *Call) error {
+		if err := needInts(c, 4); err != nil {
+			return err
+		}
+		p := kernels.EmbeddingBagParams{Mode: int(c.I[0]), PaddingIdx: c.I[1], ScaleByFreq: c.I[2] != 0}
+		isMax := p.Mode == kernels.BagMax
+		want := 5
+		if isMax {
+			want++
+		}
+		if c.I[3] != 0 {
+			want++
+		}
+		if len(c.T) != want {
+			return fmt.Errorf("embedding_bag_bwd: expected %d tensors, got %d", want, len(c.T))
+		}
+		var maxIdx, psw *kernels.Tensor
+		i := 5
+		if isMax {
+			maxIdx = &c.T[i]
+			i++
+		}
+		if c.I[3] != 0 {
+			psw = &c.T[i]
+		}
+		return kernels.EmbeddingBagBackward(c.T[0], c.T[1], c.T[2], c.T[3], c.T[4], maxIdx, psw, p)
+	})
+	Register("embedding_bag_psw_bwd", 5, func(c *Call) error {
+		if err := needInts(c, 1); err != nil {
+			return err
+		}
+		return kernels.EmbeddingBagPerSampleWeightsBackward(c.T[0], c.T[1], c.T[2], c.T[3], c.T[4], c.I[0])
+	})
+	Register("embedding_bag_sum", 5, func(c *Call) error {
+		if err := needInts(c, 1); err != nil {
+			return err
+		}
+		vc, err := kernels.LoadIndexValues(c.T[4])
+		if err != nil {
+			return fmt.Errorf("embedding_bag_sum: valid_count: %v", err)
+		}
+		if len(vc) == 0 {
+			return fmt.Errorf("embedding_bag_sum: valid_count is empty")
+		}
+		bags, nIdx := c.T[0].Sizes[0], c.T[2].Numel()
+		if c.I[0] == 0 {
+			nIdx = vc[0]
+		} else {
+			bags = vc[0] - 1
+		}
+		return kernels.EmbeddingBagSumValid(c.T[0], c.T[1], c.T[2], c.T[3], bags, nIdx)
 	})
 }

@@ -25,6 +25,10 @@ type AttnParams struct {
 	Causal   bool    // keep key j <= query i (top-left aligned, as torch)
 	DropoutP float64 // probability of dropping a probability
 	Drop     Stream  // the dropout mask's Philox stream (element index ((b*Hq+h)*L+i)*S+j)
+	// Fast is the bridge's softmax_mode="fast": a reduced-precision softmax, emulated by
+	// rounding the exponentials (the unnormalised probabilities) to bfloat16 before they
+	// meet V in the forward and the gradients in the backward.
+	Fast bool
 }
 
 type attShape struct {
@@ -212,6 +216,9 @@ func AttentionForward(out, mxT, linvT, q, k, v Tensor, mask *Tensor, prm AttnPar
 					f32p(kt), int(D), 0, f32p(s), int(cols))
 				attBias(s, rows, cols, i0, j0, b, h, mask, prm.Causal)
 				attOnlineSoftmax(s, rows, cols, m, l, alpha)
+				if prm.Fast {
+					roundBF16InPlace(s)
+				}
 				for r := int64(0); r < rows; r++ {
 					if a := alpha[r]; a != 1 {
 						o := ot[r*Dv : (r+1)*Dv]
@@ -339,6 +346,9 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, out, mxT, linvT Tensor, mask *
 						f32p(kt), int(D), 0, f32p(p), int(cols))
 					attBias(p, rows, cols, i0, j0, b, h, mask, prm.Causal)
 					attProbs(p, rows, cols, lseS[bh*sh.L+i0:bh*sh.L+i0+rows])
+					if prm.Fast {
+						roundBF16InPlace(p)
+					}
 					dp := dpt[:rows*cols]
 					blasGemmSerial(false, true, int(rows), int(cols), int(Dv), float32(1), f32p(dot), int(Dv),
 						f32p(vt), int(Dv), 0, f32p(dp), int(cols))
@@ -410,4 +420,11 @@ func AttentionDropoutMask(dm Tensor, prm AttnParams) error {
 		}
 	})
 	return nil
+}
+
+// roundBF16InPlace rounds each value to the nearest bfloat16 (ties to even).
+func roundBF16InPlace(x []float32) {
+	for i, v := range x {
+		x[i] = BF16ToF32(F32ToBF16(v))
+	}
 }

@@ -33,17 +33,6 @@ func ctcCheck(lp, targets, inLen, tgtLen Tensor) (ctcShape, error) {
 	return sh, nil
 }
 
-func logAdd(a, b float64) float64 {
-	if math.IsInf(a, -1) {
-		return b
-	}
-	if math.IsInf(b, -1) {
-		return a
-	}
-	m := math.Max(a, b)
-	return m + math.Log(math.Exp(a-m)+math.Exp(b-m))
-}
-
 // ctcSeq is one batch element's view of the operands.
 type ctcSeq struct {
 	sh     ctcShape
@@ -122,11 +111,28 @@ func CTCForward(nll, alpha, lp, targets, inLen, tgtLen Tensor, blank int) error 
 	return nil
 }
 
-// ctcAlpha fills one element's log alpha rows (float64 arithmetic) and returns its nll.
+// ctcExp and ctcLog are expf/logf (correctly rounded float32 results): the CTC recursions
+// run in float32 with torch's CPU kernel's operation order, so results match it to the
+// last bit or two rather than only to float32 tolerance.
+func ctcExp(x float32) float32 { return float32(math.Exp(float64(x))) }
+func ctcLog(x float32) float32 { return float32(math.Log(float64(x))) }
+
+var ctcNegInf = float32(math.Inf(-1))
+
+// ctcLSE3 is log(exp(a-m) + exp(b-m) + exp(c-m)) + m with m the largest (0 when all are
+// -inf), summed in that order as torch does.
+func ctcLSE3(a, b, c float32) float32 {
+	m := max(a, b, c)
+	if m == ctcNegInf {
+		m = 0
+	}
+	return ctcLog(ctcExp(a-m)+ctcExp(b-m)+ctcExp(c-m)) + m
+}
+
+// ctcAlpha fills one element's log alpha rows and returns its nll (float32 arithmetic).
 func ctcAlpha(q ctcSeq, al []float32, W int) float64 {
-	ninf := float32(math.Inf(-1))
 	for i := range al {
-		al[i] = ninf
+		al[i] = ctcNegInf
 	}
 	L := 2*q.Sn + 1
 	if q.Tn == 0 {
@@ -135,37 +141,24 @@ func ctcAlpha(q ctcSeq, al []float32, W int) float64 {
 		}
 		return math.Inf(1)
 	}
-	prev := make([]float64, L)
-	cur := make([]float64, L)
-	for s := range prev {
-		prev[s] = math.Inf(-1)
-	}
-	prev[0] = q.logp(0, q.blank)
+	al[0] = float32(q.logp(0, q.blank))
 	if L > 1 {
-		prev[1] = q.logp(0, q.label(1))
-	}
-	for s := 0; s < L; s++ {
-		al[s] = float32(prev[s])
+		al[1] = float32(q.logp(0, q.label(1)))
 	}
 	for t := 1; t < q.Tn; t++ {
+		prev, cur := al[(t-1)*W:], al[t*W:]
 		for s := 0; s < L; s++ {
-			a := prev[s]
+			la2, la3 := ctcNegInf, ctcNegInf
 			if s >= 1 {
-				a = logAdd(a, prev[s-1])
+				la2 = prev[s-1]
 			}
 			if q.canSkip(s) {
-				a = logAdd(a, prev[s-2])
+				la3 = prev[s-2]
 			}
-			cur[s] = a + q.logp(t, q.label(s))
-			al[t*W+s] = float32(cur[s])
+			cur[s] = ctcLSE3(prev[s], la2, la3) + float32(q.logp(t, q.label(s)))
 		}
-		prev, cur = cur, prev
 	}
-	ll := prev[L-1]
-	if L > 1 {
-		ll = logAdd(ll, prev[L-2])
-	}
-	return -ll
+	return float64(ctcNLL(q, al, W))
 }
 
 // CTCBackward writes d loss / d log_probs into grad ([T,N,C] float32): per element n,
@@ -193,7 +186,7 @@ func CTCBackward(grad, scale, lp, targets, inLen, tgtLen, alpha Tensor, blank in
 	ParallelFor(int64(sh.N), int64(sh.T*(W+sh.C))*8, func(lo, hi int64) {
 		for n := int(lo); n < int(hi); n++ {
 			a := al[n*sh.T*W : (n+1)*sh.T*W]
-			ctcGrad(seqs[n], gr, float64(sc[n]), ctcNLL(seqs[n], a, W), a, W, zeroInfinity)
+			ctcGrad(seqs[n], gr, float64(sc[n]), float64(ctcNLL(seqs[n], a, W)), a, W, zeroInfinity)
 		}
 	})
 	return nil
@@ -202,78 +195,87 @@ func CTCBackward(grad, scale, lp, targets, inLen, tgtLen, alpha Tensor, blank in
 func ctcGrad(q ctcSeq, gr []float32, scale, nll float64, al []float32, W int, zeroInfinity bool) {
 	sh := q.sh
 	row := func(t int) []float32 { return gr[(t*sh.N+q.n)*sh.C : (t*sh.N+q.n+1)*sh.C] }
-	inf := math.IsInf(nll, 1)
+	nll32, gs := float32(nll), float32(scale)
 	for t := 0; t < sh.T; t++ {
 		r := row(t)
+		fill := ctcNegInf // torch's grad starts at -inf: the log-sum of alpha*beta per class
+		if t >= q.Tn || (zeroInfinity && math.IsInf(nll, 1)) {
+			fill = 0
+		}
 		for c := range r {
-			r[c] = 0
-		}
-		if t >= q.Tn || (inf && zeroInfinity) {
-			continue
-		}
-		if inf { // torch: exp(lp) - exp(-inf) ... = nan-free: the gradient of an impossible alignment
-			for c := range r {
-				r[c] = float32(math.Exp(q.logp(t, c)) * scale)
-			}
+			r[c] = fill
 		}
 	}
-	if inf || q.Tn == 0 {
+	if q.Tn == 0 || (zeroInfinity && math.IsInf(nll, 1)) {
 		return
 	}
 	L := 2*q.Sn + 1
-	next := make([]float64, L)
-	cur := make([]float64, L)
-	lcab := make([]float64, sh.C)
-	for t := q.Tn - 1; t >= 0; t-- {
-		for s := 0; s < L; s++ {
-			var b float64
-			if t == q.Tn-1 {
-				b = math.Inf(-1)
-				if s >= L-2 {
-					b = q.logp(t, q.label(s))
-				}
-			} else {
-				b = next[s]
-				if s+1 < L {
-					b = logAdd(b, next[s+1])
-				}
-				if s+2 < L && q.canSkip(s+2) {
-					b = logAdd(b, next[s+2])
-				}
-				b += q.logp(t, q.label(s))
-			}
-			cur[s] = b
-		}
-		for c := range lcab {
-			lcab[c] = math.Inf(-1)
-		}
-		for s := 0; s < L; s++ {
-			c := q.label(s)
-			lcab[c] = logAdd(lcab[c], float64(al[t*W+s])+cur[s])
-		}
+	next := make([]float32, L)
+	cur := make([]float32, L)
+	for s := range next {
+		next[s] = ctcNegInf
+	}
+	// The last time step: beta is the log-prob of the last two states.
+	T1 := q.Tn - 1
+	r := row(T1)
+	next[L-1] = float32(q.logp(T1, q.blank))
+	r[q.blank] = al[T1*W+L-1] + next[L-1]
+	if q.Sn > 0 {
+		c := q.label(L - 2)
+		next[L-2] = float32(q.logp(T1, c))
+		r[c] = al[T1*W+L-2] + next[L-2]
+	}
+	for t := q.Tn - 2; t >= 0; t-- {
 		r := row(t)
-		for c := range r {
-			lpv := q.logp(t, c)
-			// alpha and beta both include lp(t, l'(s)): one is divided out.
-			r[c] = float32((math.Exp(lpv) - math.Exp(lcab[c]+nll-lpv)) * scale)
+		for s := L - 1; s >= 0; s-- {
+			lb2, lb3 := ctcNegInf, ctcNegInf
+			if s < L-1 {
+				lb2 = next[s+1]
+			}
+			if s+2 < L && q.canSkip(s+2) {
+				lb3 = next[s+2]
+			}
+			c := q.label(s)
+			b := ctcLSE3(next[s], lb2, lb3) + float32(q.logp(t, c))
+			cur[s] = b
+			lab := al[t*W+s] + b
+			if lcab := r[c]; lcab == ctcNegInf {
+				r[c] = lab
+			} else {
+				m := max(lcab, lab)
+				r[c] = ctcLog(ctcExp(lcab-m)+ctcExp(lab-m)) + m
+			}
 		}
 		next, cur = cur, next
+	}
+	for t := 0; t < q.Tn; t++ {
+		r := row(t)
+		for c := range r {
+			lp := float32(q.logp(t, c))
+			// alpha and beta both include lp(t, l'(s)): one is divided out.
+			r[c] = (ctcExp(lp) - ctcExp(r[c]+nll32-lp)) * gs
+		}
 	}
 }
 
 // ctcNLL is -log p(target | input) from an alpha table: its last two entries at the last
-// time step of the element.
-func ctcNLL(q ctcSeq, al []float32, W int) float64 {
+// time step of the element (torch's float32 formula).
+func ctcNLL(q ctcSeq, al []float32, W int) float32 {
 	if q.Tn == 0 {
 		if q.Sn == 0 {
 			return 0
 		}
-		return math.Inf(1)
+		return float32(math.Inf(1))
 	}
 	L := 2*q.Sn + 1
-	ll := float64(al[(q.Tn-1)*W+L-1])
-	if L > 1 {
-		ll = logAdd(ll, float64(al[(q.Tn-1)*W+L-2]))
+	l1 := al[(q.Tn-1)*W+L-1]
+	if L == 1 {
+		return -l1
 	}
-	return -ll
+	l2 := al[(q.Tn-1)*W+L-2]
+	m := max(l1, l2)
+	if m == ctcNegInf {
+		m = 0
+	}
+	return -(ctcLog(ctcExp(l1-m)+ctcExp(l2-m)) + m)
 }

@@ -202,6 +202,47 @@ def test_fused_sdpa_assertions_and_valid_seq_len():
                                atol=1e-5, rtol=1e-5)
 
 
+def fast_softmax_ref(q, k, v, causal):
+    """softmax_mode="fast" from its documented behaviour: the exponentials exp(s - rowmax)
+    are rounded to bfloat16 before they meet v; the row sum stays exact (float64 here)."""
+    q, k, v = q.double(), k.double(), v.double()
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), float("-inf"))
+    e = torch.exp(s - s.amax(-1, keepdim=True))
+    return (e.float().to(torch.bfloat16).double() @ v) / e.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_sdpa_fast_softmax(causal):
+    torch.manual_seed(0)
+    B, H, L, D = 2, 2, 96, 16  # one key tile: the kernel's row max is the global one
+    q, k, v = (torch.randn(B, H, L, D) for _ in range(3))
+    qh, kh, vh = (leaf(t, "hpu") for t in (q, k, v))
+    out = FusedSDPA.apply(qh, kh, vh, None, 0.0, causal, None, "fast", causal)  # recompute only when causal
+    exact = sdpa_ref(q, k, v, causal=causal)
+    fast = fast_softmax_ref(q, k, v, causal)
+    got = out.detach().cpu().double()
+    # (the kernel's exp is within 2 ulp of exp: a few roundings flip at a bfloat16 boundary)
+    torch.testing.assert_close(got, fast, atol=1e-3, rtol=1e-2)
+    assert (got - exact).abs().mean() > 10 * (got - fast).abs().mean()  # the reduced precision is real
+    default = FusedSDPA.apply(q.to("hpu"), k.to("hpu"), v.to("hpu"), None, 0.0, causal)
+    torch.testing.assert_close(default.cpu().double(), exact, atol=2e-5, rtol=2e-5)
+    # The backward uses the same rounded probabilities: close to the exact gradients.
+    g = torch.randn(B, H, L, D)
+    out.backward(g.to("hpu"))
+    qc, kc, vc = (leaf(t.double(), "cpu") for t in (q, k, v))
+    sdpa_ref(qc, kc, vc, causal=causal).backward(g.double())
+    for a, b in ((qh, qc), (kh, kc), (vh, vc)):
+        torch.testing.assert_close(a.grad.cpu().double(), b.grad, atol=3e-2, rtol=3e-2)
+    # Non-recompute training takes "fast" with any mask; recompute training only causal.
+    if not causal:
+        with pytest.raises(AssertionError, match=r"Optimized softmax mode is supported in recompute training "
+                                                 r"mode only in causal\(triangular\) mask case"):
+            FusedSDPA.apply(qh, kh, vh, None, 0.0, False, None, "fast", True)
+        FusedSDPA.apply(qh, kh, vh, None, 0.0, False, None, "FAST", False).sum().backward()
+
+
 # ------------------------------------------------------------------- rotary embedding
 
 from habana_frameworks.torch.hpex.kernels import (RotaryPosEmbeddingHelperV1, RotaryPosEmbeddingHelperV2,  # noqa: E402

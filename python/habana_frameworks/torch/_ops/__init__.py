@@ -13,6 +13,8 @@ from . import index_ops  # noqa: F401
 from . import random_ops  # noqa: F401
 from . import hpex_ops  # noqa: F401
 from . import hpex_attention  # noqa: F401
+from . import hpex_embedding_bag  # noqa: F401
+from . import hpex_ctc  # noqa: F401
 from . import elementwise_more  # noqa: F401
 from . import shape_ops  # noqa: F401
 from . import special_ops  # noqa: F401

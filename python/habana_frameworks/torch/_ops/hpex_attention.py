@@ -35,9 +35,11 @@ def _stats_shape(q):
     return q.shape[:-1]
 
 
-def attention_forward(q, k, v, mask, dropout_p: float, scale: float, is_causal: bool, seed: tuple[int, int]):
+def attention_forward(q, k, v, mask, dropout_p: float, scale: float, is_causal: bool, seed: tuple[int, int],
+                      fast: bool = False):
     """4-D q [B,Hq,L,E], k [B,Hkv,S,E], v [B,Hkv,S,Ev], mask broadcastable to [B,Hq,L,S]
-    (bool keep or additive float) -> out [B,Hq,L,Ev], m, linv (float32 [B,Hq,L])."""
+    (bool keep or additive float) -> out [B,Hq,L,Ev], m, linv (float32 [B,Hq,L]). `fast` is
+    softmax_mode="fast": the exponentials are rounded to bfloat16 before they meet v."""
     B, Hq, L, _ = q.shape
     S, Ev = k.shape[2], v.shape[3]
     out = torch.empty((B, Hq, L, Ev), dtype=q.dtype, device=q.device)
@@ -50,12 +52,13 @@ def attention_forward(q, k, v, mask, dropout_p: float, scale: float, is_causal: 
     ts = [out, m, linv, q, k, v]
     if mask is not None:
         ts.append(mask.expand(B, Hq, L, S))
-    _native.run("attention_fwd", ts, (int(bool(is_causal)), seed[0], seed[1]), (float(scale), float(dropout_p)))
+    _native.run("attention_fwd", ts, (int(bool(is_causal)), seed[0], seed[1], int(bool(fast))),
+                (float(scale), float(dropout_p)))
     return out, m, linv
 
 
 def attention_backward(dout, q, k, v, out, m, linv, mask, dropout_p: float, scale: float, is_causal: bool,
-                       seed: tuple[int, int]):
+                       seed: tuple[int, int], fast: bool = False):
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
@@ -64,7 +67,8 @@ def attention_backward(dout, q, k, v, out, m, linv, mask, dropout_p: float, scal
     ts = [dq, dk, dv, dout.to(q.dtype), q, k, v, out, m.contiguous(), linv.contiguous()]
     if mask is not None:
         ts.append(mask.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2]))
-    _native.run("attention_bwd", ts, (int(bool(is_causal)), seed[0], seed[1]), (float(scale), float(dropout_p)))
+    _native.run("attention_bwd", ts, (int(bool(is_causal)), seed[0], seed[1], int(bool(fast))),
+                (float(scale), float(dropout_p)))
     return dq, dk, dv
 
 
@@ -98,22 +102,22 @@ class AttentionFunction(torch.autograd.Function):
     """Attention on 4-D operands (GQA when Hq is a multiple of Hkv); returns out."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, dropout_p, is_causal, scale, seed):
-        out, m, linv = attention_forward(q, k, v, mask, dropout_p, scale, is_causal, seed)
+    def forward(ctx, q, k, v, mask, dropout_p, is_causal, scale, seed, fast=False):
+        out, m, linv = attention_forward(q, k, v, mask, dropout_p, scale, is_causal, seed, fast)
         ctx.save_for_backward(q, k, v, out, m, linv, mask)
-        ctx.args = (dropout_p, scale, is_causal, seed)
+        ctx.args = (dropout_p, scale, is_causal, seed, fast)
         return out
 
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, m, linv, mask = ctx.saved_tensors
-        dropout_p, scale, is_causal, seed = ctx.args
+        dropout_p, scale, is_causal, seed, fast = ctx.args
         dq, dk, dv = attention_backward(dout.contiguous(), q, k, v, out, m, linv, mask, dropout_p, scale,
-                                        is_causal, seed)
-        return dq, dk, dv, None, None, None, None, None
+                                        is_causal, seed, fast)
+        return dq, dk, dv, None, None, None, None, None, None
 
 
-def sdpa_4d(q, k, v, attn_mask, dropout_p, is_causal, scale, seed=None):
+def sdpa_4d(q, k, v, attn_mask, dropout_p, is_causal, scale, seed=None, fast=False):
     """Bring F.sdpa's operands (any batch dims, broadcast batches and masks) to the kernel's
     4-D layout outside autograd (so expand/reshape get their own gradients) and run it."""
     batch = torch.broadcast_shapes(q.shape[:-3] if q.dim() >= 4 else (), k.shape[:-3] if k.dim() >= 4 else (),
@@ -141,7 +145,8 @@ def sdpa_4d(q, k, v, attn_mask, dropout_p, is_causal, scale, seed=None):
         scale = 1.0 / math.sqrt(q.shape[-1])
     if seed is None:
         seed = new_seed(dropout_p)
-    out = AttentionFunction.apply(q4, k4, v4, mask, float(dropout_p), bool(is_causal), float(scale), seed)
+    out = AttentionFunction.apply(q4, k4, v4, mask, float(dropout_p), bool(is_causal), float(scale), seed,
+                                  bool(fast))
     if lead is not None:
         out = out.reshape(*lead, q.shape[-2], v.shape[-1])
     return out
@@ -184,6 +189,10 @@ def _define(schema: str, impl, fake) -> None:
     _hpu_lib.define(schema)
     _hpu_lib.impl(name, impl, "HPU")
     torch.library.register_fake(f"hpu::{name}")(fake)
+
+
+def _is_fast(softmax_mode) -> bool:
+    return str(softmax_mode).lower() == "fast"
 
 
 def _seed_tensor(seed, device):
@@ -241,7 +250,7 @@ def _recomp_fwd(seed, q, k, v, attention_mask, p, scale, is_causal, requires_bac
                 seq_padding_type):
     mask, causal = _mask_and_causal(q, k, attention_mask, is_causal, valid_seq_len, seq_padding_type)
     with torch.no_grad():
-        out, m, linv = attention_forward(q, k, v, mask, p, scale, causal, seed)
+        out, m, linv = attention_forward(q, k, v, mask, p, scale, causal, seed, _is_fast(softmax_mode))
     return out, m.unsqueeze(-1), linv.unsqueeze(-1), _seed_tensor(seed, q.device)
 
 
@@ -260,7 +269,8 @@ def sdpa_recomp_fwd_dropout_seed(seed, q, k, v, attention_mask, p, scale, is_cau
 def sdpa_recomp_bwd(grad, q, k, v, attention_mask, m, linv, seed, is_causal, p, scale, softmax_mode, fwd_out):
     with torch.no_grad():
         return attention_backward(grad.contiguous(), q, k, v, fwd_out, m.reshape(q.shape[:-1]),
-                                  linv.reshape(q.shape[:-1]), attention_mask, p, scale, is_causal, _seed_of(seed))
+                                  linv.reshape(q.shape[:-1]), attention_mask, p, scale, is_causal, _seed_of(seed),
+                                  _is_fast(softmax_mode))
 
 
 def _recomp_fwd_fake(q, k, v, *rest):
@@ -291,7 +301,7 @@ _define("sdpa_recomp_bwd(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor? atte
 def _fwd(seed, q, k, v, attention_mask, p, scale, is_causal, softmax_mode, valid_seq_len, seq_padding_type):
     mask, causal = _mask_and_causal(q, k, attention_mask, is_causal, valid_seq_len, seq_padding_type)
     with torch.no_grad():
-        out, _, _ = attention_forward(q, k, v, mask, p, scale, causal, seed)
+        out, _, _ = attention_forward(q, k, v, mask, p, scale, causal, seed, _is_fast(softmax_mode))
         probs = attention_probs(q, k, mask, causal, scale)
         dm = dropout_mask(probs.shape, q.device, p, seed) if p > 0 else None
     # dm is an optional output: a placeholder when there is no dropout

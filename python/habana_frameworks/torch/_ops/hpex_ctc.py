@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from .. import _native
+from .registry import NotNative, native
 
 _lib = torch.library.Library("hpu", "FRAGMENT")
 
@@ -108,6 +109,74 @@ def _ctc_fake(log_probs, targets, input_lengths, target_lengths, blank, reductio
 def _ctc_bwd_fake(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha, blank,
                   reduction, zero_infinity):
     return torch.empty_like(log_probs)
+
+
+# ------------------------------------------- aten::_ctc_loss / _ctc_loss_backward on hpu
+# F.ctc_loss's composite calls these with 3-D log_probs (unbatched input is unsqueezed
+# first) and lengths as int lists or tensors; the reduction happens in the composite.
+# Anything the kernel does not take, or that torch rejects, goes to the CPU path, which
+# raises torch's own messages.
+
+def _aten_operands(log_probs, targets, input_lengths, target_lengths, blank):
+    if log_probs.device.type != "hpu" or log_probs.dtype != torch.float32 or log_probs.dim() != 3:
+        raise NotNative
+    if targets.dtype not in (torch.int32, torch.int64) or targets.dim() not in (1, 2):
+        raise NotNative
+    T, N, C = log_probs.shape
+    il = torch.as_tensor(input_lengths).to("cpu", torch.int64).reshape(-1)
+    tl = torch.as_tensor(target_lengths).to("cpu", torch.int64).reshape(-1)
+    if not 0 <= int(blank) < C or il.numel() != N or tl.numel() != N:
+        raise NotNative
+    if N and (bool((il < 0).any()) or int(il.max()) > T or bool((tl < 0).any())):
+        raise NotNative
+    smax = int(tl.max()) if N else 0
+    tg = targets.to("cpu", torch.int64)
+    if tg.dim() == 2:
+        if tg.shape[0] != N or tg.shape[1] < smax:
+            raise NotNative
+        tg = tg[:, :smax].contiguous()
+    else:
+        if int(tl.sum()) > tg.numel():
+            raise NotNative
+        padded = torch.zeros(N, smax, dtype=torch.int64)
+        off = 0
+        for n, ln in enumerate(tl.tolist()):
+            padded[n, :ln] = tg[off:off + ln]
+            off += ln
+        tg = padded
+    if tg.numel() and (int(tg.min()) < 0 or int(tg.max()) >= C):
+        raise NotNative  # labels outside the classes: torch's CPU kernel decides what that means
+    dev = log_probs.device
+    return log_probs.contiguous(), tg.to(dev), il.to(dev), tl.to(dev)
+
+
+@native("aten::_ctc_loss", "aten::_ctc_loss.Tensor")
+def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """-> (neg_log_likelihood [N], log_alpha [N, T, 2*max(target_lengths)+1]), float32."""
+    lp, tg, il, tl = _aten_operands(log_probs, targets, input_lengths, target_lengths, blank)
+    T, N, _ = lp.shape
+    nll = torch.empty(N, dtype=torch.float32, device=lp.device)
+    alpha = torch.empty(N, T, 2 * tg.shape[1] + 1, dtype=torch.float32, device=lp.device)
+    if N:
+        _native.run("ctc_loss", [nll, alpha, lp, tg, il, tl], (int(blank),))
+    return nll, alpha
+
+
+@native("aten::_ctc_loss_backward", "aten::_ctc_loss_backward.Tensor")
+def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha,
+                       blank, zero_infinity=False):
+    lp, tg, il, tl = _aten_operands(log_probs, targets, input_lengths, target_lengths, blank)
+    T, N, _ = lp.shape
+    if grad.device.type != "hpu" or log_alpha.device.type != "hpu" or log_alpha.dtype != torch.float32 \
+            or tuple(log_alpha.shape) != (N, T, 2 * tg.shape[1] + 1):
+        raise NotNative
+    out = torch.empty_like(lp)
+    if out.numel() == 0:
+        return out
+    scale = grad.to(torch.float32).reshape(-1).expand(N).contiguous()
+    _native.run("ctc_loss_bwd", [out, scale, lp, tg, il, tl, log_alpha.contiguous()],
+                (int(blank), int(bool(zero_infinity))))
+    return out
 
 
 # ------------------------------------------------------------------- custom softmax

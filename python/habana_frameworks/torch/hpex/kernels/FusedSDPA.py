@@ -51,7 +51,7 @@ class FusedSDPA:
         if mask is not None:
             mask = mask.to(q.device)
         seed = _att.new_seed(dropout_p)
-        out = _att.sdpa_4d(q, k, v, mask, dropout_p, causal, scale, seed)
+        out = _att.sdpa_4d(q, k, v, mask, dropout_p, causal, scale, seed, fast=softmax_mode == "fast")
         extras = []
         if return_attn_probs:
             extras.append(_att.attention_probs(q, k, mask, causal, scale))
