@@ -327,6 +327,32 @@ def test_inference_wrap_in_hpu_graph(disable_tensor_cache):
 
 
 @lazy_only
+def test_wrap_in_hpu_graph_hits_copy_and_replay_in_one_call_or_fall_back_to_copy_():
+    """A hit copies the new inputs into the static ones and launches in one call; an input
+    of another dtype or layout (same key) goes through copy_ as on the bridge."""
+    w = torch.randn(6, 5)
+    hw = w.to("hpu")
+    f = hthpu.wrap_in_hpu_graph_func(lambda a, b: torch.relu(a @ hw) * b)
+    a0, b0 = torch.randn(4, 6), torch.randn(4, 5)
+    ha, hb = a0.to("hpu"), b0.to("hpu")
+    out = f(ha, hb)
+    ref = lambda a, b: torch.relu(a @ w) * b  # noqa: E731
+    torch.testing.assert_close(out.cpu(), ref(a0, b0), rtol=1e-5, atol=1e-5)
+    for i in range(3):
+        a, b = torch.randn(4, 6), torch.randn(4, 5)
+        assert f(a.to("hpu"), b.to("hpu")) is out
+        torch.testing.assert_close(out.cpu(), ref(a, b), rtol=1e-5, atol=1e-5)
+    # The static inputs now hold the last inputs; passing them again reads them in place.
+    torch.testing.assert_close(ha.cpu(), a)
+    torch.testing.assert_close(f(ha, hb).cpu(), ref(a, b), rtol=1e-5, atol=1e-5)
+    # Another dtype (not in the key) and a transposed layout: copy_ converts, then replay.
+    a, b = torch.randn(4, 6, dtype=torch.float64), torch.randn(5, 4).t()
+    torch.testing.assert_close(f(a.to("hpu"), b.to("hpu")).cpu(), ref(a.float(), b), rtol=1e-5, atol=1e-5)
+    a, b = torch.randn(4, 6), torch.randn(4, 5)
+    torch.testing.assert_close(f(a.to("hpu"), b.to("hpu")).cpu(), ref(a, b), rtol=1e-5, atol=1e-5)
+
+
+@lazy_only
 def test_wrap_in_hpu_graph_max_graphs_runs_the_rest_eagerly():
     hmodel, cmodel = pair(9)
     calls = []

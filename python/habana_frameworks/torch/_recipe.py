@@ -213,13 +213,37 @@ class Recipe:
         host read); in eager mode it is run."""
         return self._call(inputs, True)
 
+    def set_copy_in(self, statics: Sequence[torch.Tensor]) -> None:
+        """Declare the tensors copy_launch fills before a launch (an HPU graph's static
+        inputs, which the recipe runs over as bound memory)."""
+        copy_op = _native.op_id("copy")
+        for t in statics:
+            self._fast.add_copy_in(t, copy_op)
+
+    def copy_launch(self, srcs: Sequence[torch.Tensor], inputs: Sequence[Any]) -> Any:
+        """Copy srcs[k] into the k-th tensor of set_copy_in, then launch over inputs: one
+        call. Returns None, having done nothing, when a source is not an hpu tensor of its
+        static tensor's dtype, shape and strides (copy_ then launch instead)."""
+        if not self._handle:
+            raise RuntimeError("recipe was released")
+        if self._generators:
+            rnd = self._draws()
+            flat = self._fast.copy_launch(srcs, inputs, rnd.data_ptr(), rnd.numel())
+        else:
+            flat = self._fast.copy_launch(srcs, inputs)
+        return None if flat is None else _restructure(self._structure, flat)
+
+    def _draws(self) -> torch.Tensor:
+        """A (seed, offset) pair per random op, drawn from the ops' generators."""
+        parts = [torch.empty(2 * k, dtype=torch.int64).random_(generator=g) for g, k in self._generators]
+        return torch.cat(parts) if len(parts) > 1 else parts[0]
+
     def _call(self, inputs: Sequence[Any], launch: bool) -> Any:
         # The checks, output allocation and the call into Go happen in C++ (csrc/hpu_recipe.cpp).
         if not self._handle:
             raise RuntimeError("recipe was released")
         if self._generators:
-            parts = [torch.empty(2 * k, dtype=torch.int64).random_(generator=g) for g, k in self._generators]
-            rnd = torch.cat(parts) if len(parts) > 1 else parts[0]
+            rnd = self._draws()
             flat = self._fast.run(inputs, launch, rnd.data_ptr(), rnd.numel())
         else:
             flat = self._fast.run(inputs, launch)

@@ -7,6 +7,10 @@
 // a few microseconds. The spec of a recipe is built once, at capture end, from the
 // captured tensors; the precise error for inputs that do not match stays in Python
 // (run returns None and _recipe raises it).
+//
+// copy_launch is an HPU-graph replay with the tensor cache in one call: the caller's new
+// inputs are copied into the graph's static inputs (the core's "copy" op, recorded into the
+// pending lazy graph as `static.copy_(new)` would be) and the recipe is launched after them.
 #include <ATen/ATen.h>
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -19,6 +23,7 @@
 #include <vector>
 
 extern "C" {
+int hpusim_run(int op, int64_t* desc, int ndesc, double* fl, int nf);
 int hpusim_recipe_run(int64_t h, void** in, int nin, void** out, int nout, int64_t* rnd, int nrnd);
 int hpusim_recipe_launch(int64_t h, void** in, int nin, void** out, int nout, int64_t* rnd, int nrnd);
 int hpusim_last_error(char* buf, int n);
@@ -90,6 +95,54 @@ class RecipeCall {
     outputs_.push_back(Output{kOutFresh, slot, whole, 0, Meta::of(o), py::none()});
   }
   void add_out_same(int64_t k) { outputs_.push_back(Output{kOutSame, k, false, 0, Meta{}, py::none()}); }
+
+  // A static tensor copy_launch fills from the caller's tensor; copy_op is the core's id of
+  // its "copy" op. The hpusim_run frame (dst then src: pointer, dtype, rank, sizes,
+  // strides; no ints) is built here once; a launch only sets the source pointer.
+  void add_copy_in(const at::Tensor& dst, int copy_op) {
+    CopyIn c{dst, copy_op, {2}, 0};
+    for (int k = 0; k < 2; ++k) {
+      if (k == 1) c.src_at = static_cast<int>(c.frame.size());
+      c.frame.push_back(reinterpret_cast<int64_t>(dst.data_ptr()));
+      c.frame.push_back(static_cast<int64_t>(dst.scalar_type()));
+      c.frame.push_back(dst.dim());
+      c.frame.insert(c.frame.end(), dst.sizes().begin(), dst.sizes().end());
+      c.frame.insert(c.frame.end(), dst.strides().begin(), dst.strides().end());
+    }
+    c.frame.push_back(0);
+    copies_.push_back(std::move(c));
+  }
+
+  // Copies srcs[k] into the k-th static tensor (add_copy_in), then launches the recipe
+  // over `inputs` as run(inputs, launch=True). Returns None, having done nothing, when a
+  // source is not an hpu tensor of its static tensor's dtype, shape and strides (the caller
+  // then copies with copy_, converting as copy_ does, and launches).
+  py::object copy_launch(py::handle srcs, py::handle inputs, int64_t rnd, int nrnd) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(srcs);
+    const size_t n = static_cast<size_t>(PySequence_Size(seq.ptr()));
+    if (n != copies_.size()) return py::none();
+    c10::SmallVector<const void*, 8> from(n);
+    for (size_t k = 0; k < n; ++k) {
+      py::object x = seq[k];
+      if (!THPVariable_Check(x.ptr())) return py::none();
+      const at::Tensor& t = THPVariable_Unpack(x.ptr());
+      const at::Tensor& dst = copies_[k].dst;
+      if (t.device() != dst.device() || t.scalar_type() != dst.scalar_type() || t.sizes() != dst.sizes() ||
+          t.strides() != dst.strides())
+        return py::none();
+      from[k] = t.numel() == 0 || t.data_ptr() == dst.data_ptr() ? nullptr : t.data_ptr();
+    }
+    for (size_t k = 0; k < n; ++k) {
+      if (from[k] == nullptr) continue;  // empty, or the static tensor itself
+      CopyIn& c = copies_[k];
+      c.frame[1] = reinterpret_cast<int64_t>(c.dst.data_ptr());
+      c.frame[c.src_at] = reinterpret_cast<int64_t>(from[k]);
+      if (hpusim_run(c.op, c.frame.data(), static_cast<int>(c.frame.size()), nullptr, 0) != 0) raise_last_error();
+    }
+    py::object flat = run(inputs, true, rnd, nrnd);
+    if (flat.is_none()) throw py::value_error("recipe inputs do not match the capture");
+    return flat;
+  }
 
   // Runs (launch: queues, in lazy mode) the recipe over `inputs`; rnd points at nrnd int64
   // (seed, offset) words. Returns the flat outputs, or None when the inputs do not match
@@ -189,6 +242,13 @@ class RecipeCall {
   std::vector<std::array<int64_t, 3>> aliases_;
   std::vector<Slot> slots_;
   std::vector<Output> outputs_;
+  struct CopyIn {
+    at::Tensor dst;
+    int op;
+    std::vector<int64_t> frame;
+    int src_at;  // index of the source pointer in frame
+  };
+  std::vector<CopyIn> copies_;
 };
 
 }  // namespace hpusim_recipe
@@ -209,5 +269,8 @@ PYBIND11_MODULE(_recipe_C, m) {
       .def("add_out_input_view", &RecipeCall::add_out_input_view)
       .def("add_out_fresh", &RecipeCall::add_out_fresh)
       .def("add_out_same", &RecipeCall::add_out_same)
+      .def("add_copy_in", &RecipeCall::add_copy_in)
+      .def("copy_launch", &RecipeCall::copy_launch, py::arg("srcs"), py::arg("inputs"), py::arg("rnd") = 0,
+           py::arg("nrnd") = 0)
       .def("run", &RecipeCall::run, py::arg("inputs"), py::arg("launch"), py::arg("rnd") = 0, py::arg("nrnd") = 0);
 }

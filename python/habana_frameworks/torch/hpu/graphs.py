@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from .. import _recipe
+from .. import _native, _recipe
 from ..utils.internal import is_lazy
 
 __all__ = [
@@ -141,6 +141,24 @@ class HPUGraph:
         if len(self._static_inputs) != self._n_marked:
             raise RuntimeError("GRAPH:: the graph's user inputs were cleared (clear_inputs): replay with replayV3")
         self._run(self._static_inputs)
+
+    def _copy_in(self, statics: Sequence[torch.Tensor]) -> None:
+        """Declare the static tensors _replay_copy fills (wrap_in_hpu_graph's inputs)."""
+        if self._recipe is None:
+            raise RuntimeError("GRAPH:: replay called on a graph that was not captured")
+        self._recipe.set_copy_in(statics)
+
+    def _replay_copy(self, srcs: Sequence[torch.Tensor]) -> bool:
+        """copy_ each source into its static tensor (_copy_in) and replay, in one call into
+        the core. False, having done nothing, when a source is not an hpu tensor of its
+        static tensor's dtype, shape and strides (the caller copies with copy_)."""
+        if _capturing is not None:
+            raise RuntimeError("GRAPH:: Capture in progress")
+        if self._recipe is None:
+            raise RuntimeError("GRAPH:: replay called on a graph that was not captured")
+        if len(self._static_inputs) != self._n_marked:
+            raise RuntimeError("GRAPH:: the graph's user inputs were cleared (clear_inputs): replay with replayV3")
+        return self._recipe.copy_launch(srcs, self._static_inputs) is not None
 
     def replayV2(self, static_tlist: list[torch.Tensor], tlist: list[torch.Tensor], asynchronous: bool = False) -> None:
         """Replay with tlist standing in for static_tlist: marked inputs are rebound to
@@ -384,6 +402,9 @@ class CachedParams:
         self.graph = graph
         self.out_tinfo_list = out_tinfo_list
         self.asynchronous = asynchronous
+        # wrap_in_hpu_graph's replays copy the new inputs into these in one call with the
+        # launch (HPUGraph._replay_copy); None: the bridge's copy_to, then replay().
+        self.static_tensors: tuple[torch.Tensor, ...] | None = None
 
 
 def _view_hash(t: torch.Tensor) -> int:
@@ -396,15 +417,21 @@ def _view_hash(t: torch.Tensor) -> int:
 def input_hash(obj) -> int:
     """The cache key of a call's inputs: shapes (and view layouts) of tensors, values of
     everything else, and the autocast state. Dtypes and devices are not part of it."""
-    autocast = torch.is_autocast_enabled("hpu")
-    if isinstance(obj, (dict, UserDict)):
-        return input_hash(tuple(obj.items()))
-    if isinstance(obj, (list, tuple)) and not isinstance(obj, torch.Size):
-        return hash((tuple(input_hash(el) for el in obj), autocast))
-    if torch.is_tensor(obj):
+    return _input_hash(obj, torch.is_autocast_enabled("hpu"))
+
+
+def _input_hash(obj, autocast: bool) -> int:
+    # Tested in order of frequency (a call's inputs are mostly tuples of tensors); the
+    # bridge's order (dict, list/tuple, tensor, dataclass, value) decides nothing here, as
+    # no object is two of these.
+    if isinstance(obj, torch.Tensor):
         return hash((obj.shape, _view_hash(obj), autocast))
+    if isinstance(obj, (list, tuple)) and not isinstance(obj, torch.Size):
+        return hash((tuple([_input_hash(el, autocast) for el in obj]), autocast))
+    if isinstance(obj, (dict, UserDict)):
+        return _input_hash(tuple(obj.items()), autocast)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return input_hash(tuple(getattr(obj, f.name) for f in dataclasses.fields(obj)))
+        return _input_hash(tuple(getattr(obj, f.name) for f in dataclasses.fields(obj)), autocast)
     return hash((obj, autocast))
 
 
@@ -467,59 +494,79 @@ def _env_flag(name: str, default):
 def wrapped_hpugraph_forward(cache, stream, orig_fwd, args, kwargs, disable_tensor_cache, asynchronous,
                              dry_run, max_graphs):
     """A wrapped forward: replay the graph cached for these inputs, or capture one."""
-    warmup_mode = kwargs.pop("warmup_mode", False)
-    if kwargs.pop("bypass_hpu_graphs", False):
+    warmup_mode = kwargs.pop("warmup_mode", False) if kwargs else False
+    if kwargs and kwargs.pop("bypass_hpu_graphs", False):
         return orig_fwd(*args, **kwargs)
-    cache_tensors = extract_tensors(kwargs.pop("cache_tensors_list", []))
+    cache_tensors = kwargs.pop("cache_tensors_list", []) if kwargs else []
     inputs = (args, kwargs)
     h = input_hash(inputs)
     cached = cache.get(h)
     disable_tensor_cache = _env_flag("PT_HPUGRAPH_DISABLE_TENSOR_CACHE", disable_tensor_cache)
-    if dry_run is None:
-        dry_run = bool(disable_tensor_cache)
-    hpu = _hpu()
     if cached is None:
         if max_graphs is not None and len(cache) >= max_graphs:
             return orig_fwd(*args, **kwargs)
-        with hpu.stream(stream):
-            g = HPUGraph()
-            g.capture_begin(dry_run=dry_run)
-            tensors = get_user_input_tensor_list(inputs, ())
-            try:
-                if disable_tensor_cache:
-                    g.mark_user_inputs(list(tensors))
-                outputs = orig_fwd(*args, **kwargs)
-            except BaseException:
-                g._abort()
-                raise
-            g.capture_end()
-            if not disable_tensor_cache:
-                graph_inputs, tinfo = inputs, None
-                if dry_run:
-                    g.replay(asynchronous)
-            else:
-                out_tensors = extract_tensors(outputs)
-                tinfo = [get_tensor_info(t) for t in out_tensors]
-                g.mark_user_outputs(cache_tensors + out_tensors)
-                matched = set(g.get_user_input_match_indices())
-                graph_inputs = tuple(t for i, t in enumerate(tensors) if i not in matched)
-                if dry_run:
-                    g.replayV3(list(tensors), asynchronous)
-            cache[h] = CachedParams(graph_inputs, outputs, g, tinfo, asynchronous)
-        return outputs
+        cache[h] = _capture_forward(stream, orig_fwd, args, kwargs, inputs, extract_tensors(cache_tensors),
+                                    disable_tensor_cache, asynchronous,
+                                    bool(disable_tensor_cache) if dry_run is None else dry_run)
+        return cache[h].graph_outputs
     if warmup_mode:
         from .. import core
         core.mark_step()
         return cached.graph_outputs
     if not disable_tensor_cache:
-        copy_to(cached.graph_inputs, inputs)
-        cached.graph.replay(cached.asynchronous)
+        # copy_to(graph_inputs, inputs) and replay, in one call when every tensor input
+        # matches its static tensor (the same tensors in the same order: the key held).
+        srcs = args if not kwargs and _all_tensors(args) else get_user_input_tensor_list(inputs, ())
+        if cached.static_tensors is None or not cached.graph._replay_copy(srcs):
+            copy_to(cached.graph_inputs, inputs)
+            cached.graph.replay(cached.asynchronous)
     else:
         tensors = get_user_input_tensor_list(inputs, ())
         matched = set(cached.graph.get_user_input_match_indices())
         copy_to(cached.graph_inputs, tuple(t for i, t in enumerate(tensors) if i not in matched))
         cached.graph.replayV3(list(tensors), cached.asynchronous)
     return cached.graph_outputs
+
+
+def _all_tensors(args: tuple) -> bool:
+    for a in args:
+        if not isinstance(a, torch.Tensor):
+            return False
+    return True
+
+
+def _capture_forward(stream, orig_fwd, args, kwargs, inputs, cache_tensors, disable_tensor_cache, asynchronous,
+                     dry_run) -> CachedParams:
+    """A cache miss of wrapped_hpugraph_forward: capture orig_fwd(*args, **kwargs) into a
+    new graph; the outputs are the capture run's."""
+    with _hpu().stream(stream):
+        g = HPUGraph()
+        g.capture_begin(dry_run=dry_run)
+        tensors = get_user_input_tensor_list(inputs, ())
+        try:
+            if disable_tensor_cache:
+                g.mark_user_inputs(list(tensors))
+            outputs = orig_fwd(*args, **kwargs)
+        except BaseException:
+            g._abort()
+            raise
+        g.capture_end()
+        if not disable_tensor_cache:
+            cached = CachedParams(inputs, outputs, g, None, asynchronous)
+            if all(t.device.type == "hpu" and t.dtype in _native.DTYPE_CODE for t in tensors):
+                # The static tensors a hit copies into, in the order hits list their sources.
+                cached.static_tensors = tensors
+                g._copy_in(tensors)
+            if dry_run:
+                g.replay(asynchronous)
+            return cached
+        out_tensors = extract_tensors(outputs)
+        g.mark_user_outputs(cache_tensors + out_tensors)
+        matched = set(g.get_user_input_match_indices())
+        graph_inputs = tuple(t for i, t in enumerate(tensors) if i not in matched)
+        if dry_run:
+            g.replayV3(list(tensors), asynchronous)
+        return CachedParams(graph_inputs, outputs, g, [get_tensor_info(t) for t in out_tensors], asynchronous)
 
 
 def wrap_in_hpu_graph_func(func, asynchronous=False, disable_tensor_cache=False, dry_run=None, max_graphs=None):
