@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"hpusim/device"
@@ -85,6 +86,29 @@ func BeginCapture(dryRun, hostReads bool) error {
 
 // Capturing reports whether ops are being captured.
 func Capturing() bool { return capActive.Load() }
+
+// What is being captured (CaptureKind).
+const (
+	CaptureNone     = iota
+	CaptureHPUGraph // host reads run unrecorded and split the capture
+	CaptureRecipe   // any host access makes the capture unusable
+)
+
+// CaptureKind reports what kind of capture is recording, if any.
+func CaptureKind() int {
+	if !capActive.Load() {
+		return CaptureNone
+	}
+	captureMu.Lock()
+	defer captureMu.Unlock()
+	switch {
+	case capCur == nil:
+		return CaptureNone
+	case capCur.hostReads:
+		return CaptureHPUGraph
+	}
+	return CaptureRecipe
+}
 
 // PoisonCapture marks the capture as not capturable, for a reason the caller found (a
 // CPU fallback, a host access): the first reason is kept.
@@ -719,10 +743,17 @@ func LaunchRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 		s.bindInto(gs[i], r.inputs, in, out, rnd)
 	}
 	r.mu.Unlock()
+	t0 := time.Now()
 	for i, g := range gs {
 		if err := e.launchBound(g, r.segs[i].p, replayPrefix+r.id, r.segs[i].renews); err != nil {
 			return err
 		}
+	}
+	if traceOn.Load() && len(gs) > 0 {
+		// The profiler shows the segments as graph #first..#last; this names them a replay.
+		first, last := gs[0].seq, gs[len(gs)-1].seq
+		traceSpan(fmt.Sprintf("HPU graph replay %s: graph #%d..#%d", r.id, first, last), "Recipe", "graph launch",
+			t0, int64(first), len(r.segs))
 	}
 	return e.takeErr()
 }

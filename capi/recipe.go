@@ -56,6 +56,20 @@ func hpusim_capture_poison(reason *C.char) (rc C.int) {
 	return statusOK
 }
 
+// hpusim_capture_active reports what is recording ops: 0 nothing, 1 an HPU-graph capture
+// (host reads split it), 2 a recipe capture (torch.compile's partitions).
+//
+//export hpusim_capture_active
+func hpusim_capture_active() C.int {
+	switch bridge.CaptureKind() {
+	case bridge.CaptureHPUGraph:
+		return 1
+	case bridge.CaptureRecipe:
+		return 2
+	}
+	return 0
+}
+
 func uintptrs(p *C.int64_t, n C.int) []uintptr {
 	if n <= 0 || p == nil {
 		return nil

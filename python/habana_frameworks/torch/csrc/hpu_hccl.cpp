@@ -18,7 +18,11 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/library.h>
 
+#include <strings.h>
+
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -28,6 +32,8 @@
 extern "C" {
 int hpusim_synchronize(int dev);
 int hpusim_last_error(char* buf, int n);
+int hpusim_capture_active();
+int hpusim_capture_poison(char* reason);
 }
 
 namespace hpusim_hccl {
@@ -48,7 +54,22 @@ static std::string last_error() {
 
 // Lazy mode: pending graphs must have produced the bytes Gloo reads, and must not write the
 // bytes Gloo fills later. In eager mode this returns at once.
+// Every collective starts here. None can be part of a captured graph (they run over Gloo
+// on the host): during an HPU-graph capture this is the bridge's error (it records them
+// only with lazy collectives, which hpusim cannot); a torch.compile capture is marked
+// unusable and runs on.
 static void flush_device() {
+  if (int kind = hpusim_capture_active()) {
+    if (kind == 2) {
+      hpusim_capture_poison(const_cast<char*>("hccl collective during capture"));
+    } else {
+      const char* lazy = std::getenv("PT_HPU_ENABLE_LAZY_COLLECTIVES");
+      TORCH_CHECK(lazy != nullptr && (std::strcmp(lazy, "1") == 0 || strcasecmp(lazy, "true") == 0),
+                  "collective nonSFG is not supported during hpu graph capturing");
+      TORCH_CHECK(false, "hccl: hpusim cannot record collectives into an HPU graph (they run over Gloo on the "
+                         "host), lazy collectives or not; issue them outside the capture");
+    }
+  }
   TORCH_CHECK(hpusim_synchronize(0) == 0, last_error());
 }
 
