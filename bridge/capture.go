@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"hpusim/device"
@@ -743,17 +742,10 @@ func LaunchRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 		s.bindInto(gs[i], r.inputs, in, out, rnd)
 	}
 	r.mu.Unlock()
-	t0 := time.Now()
 	for i, g := range gs {
 		if err := e.launchBound(g, r.segs[i].p, replayPrefix+r.id, r.segs[i].renews); err != nil {
 			return err
 		}
-	}
-	if traceOn.Load() && len(gs) > 0 {
-		// The profiler shows the segments as graph #first..#last; this names them a replay.
-		first, last := gs[0].seq, gs[len(gs)-1].seq
-		traceSpan(fmt.Sprintf("HPU graph replay %s: graph #%d..#%d", r.id, first, last), "Recipe", "graph launch",
-			t0, int64(first), len(r.segs))
 	}
 	return e.takeErr()
 }

@@ -151,13 +151,16 @@ class HPUGraph:
     def _replay_copy(self, srcs: Sequence[torch.Tensor]) -> bool:
         """copy_ each source into its static tensor (_copy_in) and replay, in one call into
         the core. False, having done nothing, when a source is not an hpu tensor of its
-        static tensor's dtype, shape and strides (the caller copies with copy_)."""
+        static tensor's dtype, shape and strides, or under the profiler (the caller then
+        copies with copy_ and replays)."""
         if _capturing is not None:
             raise RuntimeError("GRAPH:: Capture in progress")
         if self._recipe is None:
             raise RuntimeError("GRAPH:: replay called on a graph that was not captured")
         if len(self._static_inputs) != self._n_marked:
             raise RuntimeError("GRAPH:: the graph's user inputs were cleared (clear_inputs): replay with replayV3")
+        if torch.autograd._profiler_enabled():
+            return False  # profiled: copy_ and replay() show as the bridge's ranges
         return self._recipe.copy_launch(srcs, self._static_inputs) is not None
 
     def replayV2(self, static_tlist: list[torch.Tensor], tlist: list[torch.Tensor], asynchronous: bool = False) -> None:
