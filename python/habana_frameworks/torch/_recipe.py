@@ -224,29 +224,23 @@ class Recipe:
         """Copy srcs[k] into the k-th tensor of set_copy_in, then launch over inputs: one
         call. Returns None, having done nothing, when a source is not an hpu tensor of its
         static tensor's dtype, shape and strides (copy_ then launch instead)."""
-        if not self._handle:
-            raise RuntimeError("recipe was released")
-        if self._generators:
-            rnd = self._draws()
-            flat = self._fast.copy_launch(srcs, inputs, rnd.data_ptr(), rnd.numel())
-        else:
-            flat = self._fast.copy_launch(srcs, inputs)
+        flat = self._in_cpp(self._fast.copy_launch, srcs, inputs)
         return None if flat is None else _restructure(self._structure, flat)
 
-    def _draws(self) -> torch.Tensor:
-        """A (seed, offset) pair per random op, drawn from the ops' generators."""
+    def _in_cpp(self, method: Callable[..., Any], *args: Any) -> Any:
+        """Call a RecipeCall method with args and, when the recipe draws random numbers, a
+        fresh (seed, offset) pair per random op from the ops' generators."""
+        if not self._handle:
+            raise RuntimeError("recipe was released")
+        if not self._generators:
+            return method(*args)
         parts = [torch.empty(2 * k, dtype=torch.int64).random_(generator=g) for g, k in self._generators]
-        return torch.cat(parts) if len(parts) > 1 else parts[0]
+        rnd = torch.cat(parts) if len(parts) > 1 else parts[0]
+        return method(*args, rnd.data_ptr(), rnd.numel())
 
     def _call(self, inputs: Sequence[Any], launch: bool) -> Any:
         # The checks, output allocation and the call into Go happen in C++ (csrc/hpu_recipe.cpp).
-        if not self._handle:
-            raise RuntimeError("recipe was released")
-        if self._generators:
-            rnd = self._draws()
-            flat = self._fast.run(inputs, launch, rnd.data_ptr(), rnd.numel())
-        else:
-            flat = self._fast.run(inputs, launch)
+        flat = self._in_cpp(self._fast.run, inputs, launch)
         if flat is None:
             self._check_inputs(inputs)  # raises the ValueError that says what differs
             raise ValueError("recipe inputs do not match the capture")
