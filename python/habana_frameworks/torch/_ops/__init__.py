@@ -31,3 +31,4 @@ from . import range_factories  # noqa: F401
 from . import conv_ops  # noqa: F401
 from . import sampling_ops  # noqa: F401
 from . import segment_ops  # noqa: F401
+from . import selection_ops  # noqa: F401
