@@ -151,6 +151,10 @@ def bernoulli(self, *, generator=None):
 
 @native("aten::bernoulli.out")
 def bernoulli_out(self, *, generator=None, out):
+    if torch._debug_has_internal_overlap(out) == 1:  # CPU's check of the written-to tensor
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers "
+                           "to a single memory location. Please clone() the tensor before performing the "
+                           "operation.")
     r = bernoulli(self, generator=generator)
     if out.dtype != r.dtype:
         raise NotNative
