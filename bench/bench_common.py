@@ -78,3 +78,29 @@ def loadavg() -> list[float]:
         return list(os.getloadavg())
     except OSError:
         return []
+
+
+class Turns:
+    """The worker's side of the runner's turn-taking (bench/run.py): every mode's worker
+    process stays up and they run one at a time, handing the CPU on between timed
+    repeats, so a change of machine load hits every mode alike. The worker runs only
+    while it holds the turn; `pass_turn()` hands it back and blocks until it is ours
+    again. Without pipes (a worker started by hand) it does nothing."""
+
+    def __init__(self, read_fd: int | None, write_fd: int | None) -> None:
+        self._r = os.fdopen(read_fd, "r") if read_fd is not None else None
+        self._w = os.fdopen(write_fd, "w") if write_fd is not None else None
+
+    def wait(self) -> None:
+        if self._r is not None and self._r.readline().strip() != "go":
+            raise SystemExit("bench runner went away")
+
+    def pass_turn(self) -> None:
+        if self._w is None:
+            return
+        self._w.write("pass\n")
+        self._w.flush()
+        self.wait()
+
+
+NO_TURNS = Turns(None, None)

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from bench_common import median
+from bench_common import NO_TURNS, Turns, median
 from hpusim_models import build, make_batches, make_optimizer, train_steps
 from hpusim_models.training import loss_fn
 
@@ -15,7 +15,9 @@ BATCH_SIZE = {"mlp": 64, "cnn": 64, "transformer": 16}
 DATA_POOL = 16  # distinct batches, cycled (data preparation is not what is measured)
 
 
-def _fallback_counts() -> dict[str, int]:
+def _fallback_counts(device: str) -> dict[str, int]:
+    if device != "hpu":  # the CPU baseline never loads hpusim
+        return {}
     try:
         from habana_frameworks.torch._ops import fallback
     except ImportError:
@@ -37,17 +39,24 @@ def _compiled_step(model: torch.nn.Module, opt: torch.optim.Optimizer, backend: 
 
 
 COMPILE_STEPS = 3
+# Warm-up: at least this many steps and seconds (allocator caches, recipe caches, lazy
+# graphs, the CPU's clock); a 1 ms MLP step needs hundreds of steps, not five.
+WARMUP = {True: (3, 0.2), False: (10, 1.0)}
+# Timed repeats and the length of each; the runner hands the CPU to the next mode
+# between repeats.
+REPEATS = {True: (2, 0.0), False: (7, 0.5)}
 
 
 def bench_model(name: str, device: str, autocast_dtype: torch.dtype | None, quick: bool,
-                compile_backend: str | None = None) -> dict[str, Any]:
+                compile_backend: str | None = None, turns: Turns = NO_TURNS) -> dict[str, Any]:
     """Median steps/s over timed repeats after warm-up. A step is what a Gaudi training
     loop does: batch to device, zero_grad, forward+loss (under autocast if asked),
     backward, mark_step, optimizer.step, mark_step, loss.item(). With compile_backend,
     the step (without mark_step, which is a no-op in eager mode) is one torch.compile'd
-    function; compile time is reported apart (compile_seconds)."""
-    warmup, repeats = (1, 2) if quick else (5, 5)
-    target_seconds = 0.0 if quick else 1.0  # length of one timed repeat
+    function; compile time is reported apart (compile_seconds). The turn is handed on
+    before the warm-up and before every timed repeat."""
+    warmup_steps, warmup_seconds = WARMUP[quick]
+    repeats, target_seconds = REPEATS[quick]
     torch.manual_seed(0)
     bs = BATCH_SIZE[name]
     pool = make_batches(name, bs, DATA_POOL, seed=0)
@@ -68,6 +77,7 @@ def bench_model(name: str, device: str, autocast_dtype: torch.dtype | None, quic
         return time.perf_counter() - t0
 
     compile_seconds = None
+    turns.pass_turn()
     if compiled_step is not None:
         # The first steps compile (forward, backward, and the optimizer step twice: its
         # state is created at the first step); compile time is what they take beyond a
@@ -75,11 +85,19 @@ def bench_model(name: str, device: str, autocast_dtype: torch.dtype | None, quic
         first = [steps(1, start=i) for i in range(COMPILE_STEPS)]
         steady = min(steps(1, start=COMPILE_STEPS + i) for i in range(3))
         compile_seconds = sum(first) - COMPILE_STEPS * steady
-    one = steps(warmup) / warmup
+    done, spent = 0, 0.0
+    while done < warmup_steps or spent < warmup_seconds:
+        n = max(1, warmup_steps - done) if done < warmup_steps else max(1, done)
+        spent += steps(n, start=done)
+        done += n
+    one = spent / done
     per_repeat = 2 if quick else max(3, round(target_seconds / max(one, 1e-6)))
-    before = _fallback_counts()
-    seconds = [steps(per_repeat, start=r * per_repeat) for r in range(repeats)]
-    after = _fallback_counts()
+    before = _fallback_counts(device)
+    seconds = []
+    for r in range(repeats):
+        turns.pass_turn()
+        seconds.append(steps(per_repeat, start=r * per_repeat))
+    after = _fallback_counts(device)
     rates = [per_repeat / s for s in seconds]
     sps = median(rates)
     return {
@@ -89,7 +107,7 @@ def bench_model(name: str, device: str, autocast_dtype: torch.dtype | None, quic
         "repeat_steps_per_s": rates,
         "steps_per_repeat": per_repeat,
         "repeats": repeats,
-        "warmup_steps": warmup,
+        "warmup_steps": done,
         "batch_size": bs,
         "parameters": sum(p.numel() for p in model.parameters()),
         "fallbacks": {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)},
@@ -98,7 +116,7 @@ def bench_model(name: str, device: str, autocast_dtype: torch.dtype | None, quic
 
 
 def run(models: list[str], device: str, autocast_dtype: torch.dtype | None, quick: bool,
-        compile_backend: str | None = None) -> dict[str, Any]:
+        compile_backend: str | None = None, turns: Turns = NO_TURNS) -> dict[str, Any]:
     """Every model's result. Under torch.compile a model whose compile fails gets
     {"error": ...} and the others still run: torch 2.7.1's inductor cannot compile the CNN's
     training step on 2 threads (its C++ for the BatchNorm backward declares `tmp_acc0_arr`
@@ -106,7 +124,7 @@ def run(models: list[str], device: str, autocast_dtype: torch.dtype | None, quic
     out: dict[str, Any] = {}
     for name in models:
         try:
-            out[name] = bench_model(name, device, autocast_dtype, quick, compile_backend)
+            out[name] = bench_model(name, device, autocast_dtype, quick, compile_backend, turns)
         except Exception as e:  # noqa: BLE001 - reported per model
             if compile_backend is None:
                 raise

@@ -5,17 +5,24 @@
 2. GEMM at 256^3, 512^3, 1024^3 and the linear-layer shape in float32 and bfloat16:
    hpu torch.mm / F.linear against OpenBLAS called directly and against torch's CPU.
 
-Torch and OpenBLAS both get --threads threads (2). OpenMP keeps its own default wait
+Each mode is its own worker process (PT_HPU_LAZY_MODE, for one, is read at import). In a
+round, one fresh worker per mode starts and they all stay up but take turns: a worker runs
+only while it holds the turn and hands it on before its warm-up and before each timed
+repeat, the turn going round the modes in alternating order (cpu, hpu, ..., hpu, cpu).
+So a change of the machine's speed (other processes, clock) hits every mode alike, and
+each round's ratios compare like with like. A ratio is the median of the rounds' ratios,
+printed with the lowest and highest round; absolute steps/s move with load, the ratios
+should not. Warm-up is at least 10 steps and 1 s per model (caches, lazy graphs, clock).
+
+Every thread pool gets --threads threads (torch.set_num_threads, OMP_NUM_THREADS,
+MKL_NUM_THREADS; hpusim sizes its OpenBLAS itself). The CPU baseline does not load hpusim
+(TORCH_DEVICE_BACKEND_AUTOLOAD=0): it is plain PyTorch. OpenMP keeps its own default wait
 policy (its threads spin briefly between parallel regions, as hpusim's kernel workers do),
 which is what a torch user gets; --omp-wait-policy PASSIVE is for a machine whose cores are
 busy with other work, where spinning threads would slow the CPU baseline instead. The
 GEMM worker, which interleaves torch CPU calls with the others in one process, always runs
 OpenMP PASSIVE so its idle threads do not spin into the other implementations' timings.
-
-Each run is its own process: a *mode* is a subprocess of this script with its environment
-variables and flags (PT_HPU_LAZY_MODE, for one, is read at import). The parent merges the
-workers' JSON into one table and one results file. To add a mode (lazy, autocast), add an
-entry to MODES; `--modes` picks which run (default: those with default=True).
+To add a mode (lazy, autocast), add an entry to MODES; `--modes` picks which run.
 
     .venv/bin/python bench/run.py [--quick] [--out bench/results.json] [--modes cpu,hpu] [--rounds 3]
 """
@@ -34,7 +41,9 @@ import tempfile
 import time
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE := os.path.dirname(os.path.abspath(__file__)))
+from bench_common import median  # noqa: E402
+
 ROOT = os.path.dirname(HERE)
 MODELS = ("mlp", "cnn", "transformer")
 
@@ -73,10 +82,15 @@ TARGETS = {"gemm_fp32_hpu_over_openblas": 0.9, "gemm_bf16_over_fp32_hpu": 0.8}
 
 def worker_main(args: argparse.Namespace) -> None:
     sys.path.insert(0, HERE)
+    from bench_common import NO_TURNS, Turns, loadavg
+
+    turns = Turns(args.turn_read_fd, args.turn_write_fd) if args.turn_read_fd is not None else NO_TURNS
+    turns.wait()  # importing torch is heavy work too: only in our turn
     import torch
 
-    import habana_frameworks.torch  # noqa: F401  (registers hpu; reads PT_HPU_* now)
-    from bench_common import loadavg, set_threads
+    if args.device == "hpu" or args.worker == "gemm":
+        import habana_frameworks.torch  # noqa: F401  (registers hpu; reads PT_HPU_* now)
+    from bench_common import set_threads
 
     set_threads(args.threads)
     t0 = time.perf_counter()
@@ -90,7 +104,7 @@ def worker_main(args: argparse.Namespace) -> None:
             from habana_frameworks.torch import _lazy
             s0, w0 = _lazy.stats(), time.perf_counter()
         result: dict[str, Any] = {"training": bench_training.run(args.models.split(","), args.device, dtype, args.quick,
-                                                                 args.compile)}
+                                                                 args.compile, turns)}
         if args.compile == "hpu_backend":
             result["compile_launch"] = compiled_launch_cost()
         if lazy:
@@ -108,7 +122,8 @@ def worker_main(args: argparse.Namespace) -> None:
 
         result = {"gemm": bench_gemm.run(args.threads, args.quick)}
     result["worker"] = {"seconds": time.perf_counter() - t0, "loadavg_start": load0, "loadavg_end": loadavg(),
-                        "pid": os.getpid(), "torch_threads": torch.get_num_threads()}
+                        "pid": os.getpid(), "torch_threads": torch.get_num_threads(),
+                        "hpusim_loaded": "habana_frameworks.torch" in sys.modules}
     with open(args.worker_out, "w") as f:
         json.dump(result, f)
 
@@ -182,10 +197,19 @@ def lazy_record_cost(rounds: int = 50, ops: int = 100) -> dict[str, float]:
 
 # ---- parent ----------------------------------------------------------------------------------
 
-def spawn(kind: str, mode_name: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Runs one worker process for mode `mode_name`; returns its JSON or {'error': ...}."""
-    mode = MODES[mode_name]
+def _tmp_path(suffix: str) -> str:
+    fd, path = tempfile.mkstemp(suffix=suffix, prefix="hpusim_bench_")
+    os.close(fd)
+    return path
+
+
+def worker_env(kind: str, mode: Mode, args: argparse.Namespace) -> dict[str, str]:
+    """The worker's environment: every thread pool sized to --threads (torch's intra-op
+    pool, OpenMP, MKL, OpenBLAS), and a CPU worker that does not load hpusim (torch's
+    backend autoload would otherwise import it: its Go runtime in the baseline process)."""
     env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(args.threads)
     if args.omp_wait_policy != "default":
         env["OMP_WAIT_POLICY"] = args.omp_wait_policy
     elif kind == "gemm":
@@ -193,30 +217,102 @@ def spawn(kind: str, mode_name: str, args: argparse.Namespace) -> dict[str, Any]
         # process: idle OpenMP threads spinning after torch's calls would run into the
         # others' timings (hpu 256^3 measured 0.44x OpenBLAS that way, 0.77x without).
         env["OMP_WAIT_POLICY"] = "PASSIVE"
+    if kind == "training" and mode.device == "cpu":
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     env.update(mode.env)
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as tmp:
-        out_path = tmp.name
+    return env
+
+
+def _worker_cmd(kind: str, mode: Mode, args: argparse.Namespace, out_path: str) -> list[str]:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--worker-out", out_path,
            "--device", mode.device, "--threads", str(args.threads), "--models", ",".join(args.models)]
     if args.quick:
         cmd.append("--quick")
     if kind == "training":
         cmd += list(mode.flags)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
-    elapsed = time.perf_counter() - t0
+    return cmd
+
+
+def _read_worker(kind: str, mode_name: str, proc: subprocess.Popen, log_path: str, out_path: str,
+                 elapsed: float) -> dict[str, Any]:
     try:
         if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+            with open(log_path, errors="replace") as f:
+                tail = f.read().strip().splitlines()[-15:]
             print(f"  {kind}/{mode_name}: worker failed (exit {proc.returncode}):\n    " + "\n    ".join(tail),
                   file=sys.stderr)
             return {"error": f"exit {proc.returncode}: " + " | ".join(tail[-3:])}
         with open(out_path) as f:
             result = json.load(f)
     finally:
-        os.unlink(out_path)
+        for path in (out_path, log_path):
+            os.unlink(path)
     print(f"  {kind}/{mode_name}: {elapsed:.1f}s", file=sys.stderr)
     return result
+
+
+def spawn(kind: str, mode_name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Runs one worker process for mode `mode_name` alone; returns its JSON or {'error': ...}."""
+    mode = MODES[mode_name]
+    out_path = _tmp_path(".json")
+    log_path = _tmp_path(".log")
+    t0 = time.perf_counter()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(_worker_cmd(kind, mode, args, out_path), env=worker_env(kind, mode, args),
+                                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc.wait()
+    return _read_worker(kind, mode_name, proc, log_path, out_path, time.perf_counter() - t0)
+
+
+def run_round(mode_names: list[str], args: argparse.Namespace, round_index: int) -> dict[str, dict[str, Any]]:
+    """One round of training workers, one process per mode, all up at once but taking
+    turns: a worker runs only while it holds the turn and hands it back between timed
+    repeats (bench_common.Turns). The turn goes round the modes in alternating order
+    (cpu, hpu, ..., hpu, cpu, ...), so each mode's repeats are spread over the round like
+    every other mode's and a drift of the machine's speed hits them alike. Returns each
+    mode's worker JSON or {'error': ...}."""
+    workers: dict[str, dict[str, Any]] = {}
+    for m in mode_names:
+        mode = MODES[m]
+        to_w, from_w = os.pipe(), os.pipe()  # (read, write) each
+        out_path = _tmp_path(".json")
+        log_path = _tmp_path(".log")
+        cmd = _worker_cmd("training", mode, args, out_path) + [
+            "--turn-read-fd", str(to_w[0]), "--turn-write-fd", str(from_w[1])]
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(cmd, env=worker_env("training", mode, args), stdout=log, stderr=subprocess.STDOUT,
+                                    cwd=ROOT, pass_fds=(to_w[0], from_w[1]))
+        os.close(to_w[0])
+        os.close(from_w[1])
+        workers[m] = {"proc": proc, "go": os.fdopen(to_w[1], "w"), "back": os.fdopen(from_w[0], "r"),
+                      "out": out_path, "log": log_path, "busy": 0.0}
+    results: dict[str, dict[str, Any]] = {}
+    live = list(mode_names)
+    turn = 0
+    while live:
+        order = live if turn % 2 == 0 else live[::-1]
+        for m in list(order):
+            w = workers[m]
+            t0 = time.perf_counter()
+            try:
+                w["go"].write("go\n")
+                w["go"].flush()
+                handed_back = w["back"].readline() == "pass\n"
+            except BrokenPipeError:
+                handed_back = False
+            w["busy"] += time.perf_counter() - t0
+            if not handed_back:  # the worker finished (or died)
+                w["proc"].wait()
+                for f in (w["go"], w["back"]):
+                    try:
+                        f.close()
+                    except BrokenPipeError:
+                        pass
+                results[m] = _read_worker("training", f"{m} (round {round_index + 1})", w["proc"], w["log"], w["out"],
+                                          w["busy"])
+                live.remove(m)
+        turn += 1
+    return results
 
 
 def _git_commit() -> str:
@@ -247,28 +343,42 @@ def merge_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             merged[model] = failed
             continue
         per = sorted((r[model] for r in rounds), key=lambda x: x["steps_per_s"])
-        merged[model] = dict(per[(len(per) - 1) // 2], round_steps_per_s=[r[model]["steps_per_s"] for r in rounds])
+        mid = per[(len(per) - 1) // 2]
+        merged[model] = dict(mid, round_steps_per_s=[r[model]["steps_per_s"] for r in rounds])
+        reps = mid.get("repeat_steps_per_s")
+        if reps:
+            merged[model]["repeat_spread"] = (max(reps) - min(reps)) / median(reps)
     return merged
 
 
-def compute_ratios(results: dict[str, Any]) -> dict[str, Any]:
-    ratios: dict[str, Any] = {}
-    training = results.get("training", {})
-    for mode_name, per_model in training.items():
-        if mode_name == "cpu" or "error" in per_model:
+def _round_ratios(runs: dict[str, list[dict[str, Any]]], num: str, den: str) -> dict[str, list[float]]:
+    """Per model, num's steps/s over den's in each round (the rounds' workers took turns,
+    so each round's ratio compares like with like); rounds where either failed are left out."""
+    out: dict[str, list[float]] = {}
+    for a, b in zip(runs.get(num, []), runs.get(den, [])):
+        if "error" in a or "error" in b:
             continue
-        key = f"training_{mode_name}_over_cpu"
-        ratios[key] = {}
-        for model, res in per_model.items():
-            cpu = training.get("cpu", {}).get(model)
-            if cpu and "steps_per_s" in cpu and "steps_per_s" in res:
-                ratios[key][model] = res["steps_per_s"] / cpu["steps_per_s"]
-    for num, den in COMPARISONS:
-        a, b = training.get(num, {}), training.get(den, {})
-        if a and b and "error" not in a and "error" not in b:
-            ratios[f"training_{num}_over_{den}"] = {
-                m: a[m]["steps_per_s"] / b[m]["steps_per_s"] for m in a
-                if m in b and "steps_per_s" in a[m] and "steps_per_s" in b[m]}
+        for model, ra in a.items():
+            rb = b.get(model, {})
+            if "steps_per_s" in ra and "steps_per_s" in rb:
+                out.setdefault(model, []).append(ra["steps_per_s"] / rb["steps_per_s"])
+    return out
+
+
+def training_ratio_pairs(modes: list[str]) -> list[tuple[str, str]]:
+    pairs = [(m, "cpu") for m in modes if m != "cpu" and "cpu" in modes]
+    pairs += [(a, b) for a, b in COMPARISONS if a in modes and b in modes]
+    return pairs
+
+
+def compute_ratios(results: dict[str, Any]) -> dict[str, Any]:
+    """Training ratios are the median over rounds of each round's ratio (their spread is
+    in results['ratio_rounds']); GEMM ratios come from the one interleaved GEMM worker."""
+    ratios: dict[str, Any] = {}
+    for num, den in training_ratio_pairs(list(results.get("training", {}))):
+        per_round = results.get("ratio_rounds", {}).get(f"training_{num}_over_{den}", {})
+        if per_round:
+            ratios[f"training_{num}_over_{den}"] = {m: median(v) for m, v in per_round.items()}
     rows = results.get("gemm", {}).get("rows", [])
     fp32_vs_blas: dict[str, float] = {}
     bf16_vs_fp32: dict[str, float] = {}
@@ -311,19 +421,21 @@ def format_tables(results: dict[str, Any]) -> str:
                 ratio = results["ratios"].get(f"training_{m}_over_cpu", {}).get(model)
                 line += f"{ratio:>14.2f}" if ratio is not None else f"{'-':>14s}"
             out.append(line)
-        if rounds > 1:
-            for m in modes:
-                if m == "cpu" or "error" in training[m] or "error" in training.get("cpu", {"error": 1}):
-                    continue
-                per = ", ".join(f"{model} " + " ".join(f"{a / b:.2f}" for a, b in zip(
-                    training[m][model]["round_steps_per_s"], training["cpu"][model]["round_steps_per_s"]))
-                    for model in training[m] if model in training["cpu"]
-                    and "round_steps_per_s" in training[m][model] and "round_steps_per_s" in training["cpu"][model])
-                out.append(f"  {m}/cpu by round: {per}")
-        for num, den in COMPARISONS:
-            got = results["ratios"].get(f"training_{num}_over_{den}")
-            if got:
-                out.append(f"  {num}/{den}: " + ", ".join(f"{k} {v:.2f}" for k, v in got.items()))
+        out.append("Ratios: median over rounds of each round's ratio [lowest-highest round]; "
+                   "repeat spread: (max-min)/median of the timed repeats in the median round")
+        for key, per_model in results["ratios"].items():
+            if not key.startswith("training_"):
+                continue
+            spans = results.get("ratio_rounds", {}).get(key, {})
+            name = key[len("training_"):].replace("_over_", "/")
+            out.append(f"  {name:28s}" + ", ".join(
+                f"{model} {v:.2f} [{min(spans[model]):.2f}-{max(spans[model]):.2f}]" if spans.get(model)
+                else f"{model} {v:.2f}" for model, v in per_model.items()))
+        for m in modes:
+            per_model = training[m] if "error" not in training[m] else {}
+            spread = [f"{model} {r['repeat_spread']:.0%}" for model, r in per_model.items() if "repeat_spread" in r]
+            if spread:
+                out.append(f"  {m} repeat spread: " + ", ".join(spread))
         for m in modes:
             per_model = training[m] if "error" not in training[m] else {}
             compiled = {model: r["compile_seconds"] for model, r in per_model.items()
@@ -396,10 +508,10 @@ def main() -> int:
                     help="OMP_WAIT_POLICY for the workers; 'default' (the default) leaves OpenMP's own "
                          "policy, as torch users run; PASSIVE suits a host whose cores are busy elsewhere "
                          "(it also makes the CPU baseline 1.3-1.5x slower on a quiet 2-core machine)")
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="run the training modes this many times, interleaved (cpu, hpu, ..., cpu, hpu, ...), "
-                         "and report each mode's median over the rounds: a shared or throttled machine drifts "
-                         "over minutes, and interleaving spreads that over every mode")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds of training workers (default 3, 1 with --quick): each round starts one fresh "
+                         "process per mode and they take turns repeat by repeat; a ratio is the median of the "
+                         "rounds' ratios, reported with its lowest and highest round")
     ap.add_argument("--skip-training", action="store_true")
     ap.add_argument("--skip-gemm", action="store_true")
     # Worker-side arguments (set by the parent).
@@ -408,6 +520,8 @@ def main() -> int:
     ap.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     ap.add_argument("--autocast", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--compile", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--turn-read-fd", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--turn-write-fd", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.worker:
@@ -430,7 +544,7 @@ def main() -> int:
             "host": platform.node(), "machine": platform.machine(), "cpus": os.cpu_count(),
             "python": platform.python_version(), "git_commit": _git_commit(), "quick": args.quick,
             "threads": args.threads, "models": args.models, "omp_wait_policy": args.omp_wait_policy,
-            "rounds": max(1, args.rounds),
+            "rounds": max(1, args.rounds if args.rounds is not None else (1 if args.quick else 3)),
             "hpusim_lib_dir": os.environ.get("HPUSIM_LIB_DIR", ""), "loadavg_start": list(os.getloadavg()),
         },
         "modes": {m: dataclasses.asdict(MODES[m]) for m in modes},
@@ -439,16 +553,20 @@ def main() -> int:
     failed = False
     if not args.skip_training:
         runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
-        for _ in range(max(1, args.rounds)):
-            for m in modes:
-                r = spawn("training", m, args)
+        results["meta"]["round_loadavg"] = []
+        for i in range(results["meta"]["rounds"]):
+            load0 = list(os.getloadavg())
+            for m, r in run_round(modes, args, i).items():
                 runs[m].append(r.get("training", r))
                 failed |= "error" in r
                 if "lazy_record" in r:
                     results["lazy_record"] = r["lazy_record"]
                 if "compile_launch" in r:
                     results["compile_launch"] = r["compile_launch"]
+            results["meta"]["round_loadavg"].append([load0, list(os.getloadavg())])
         results["training"] = {m: merge_rounds(rs) for m, rs in runs.items()}
+        results["ratio_rounds"] = {f"training_{a}_over_{b}": _round_ratios(runs, a, b)
+                                   for a, b in training_ratio_pairs(modes)}
     if not args.skip_gemm:
         r = spawn("gemm", GEMM_MODE, args)
         results["gemm"] = r.get("gemm", r)

@@ -29,7 +29,8 @@ def test_bench_quick_writes_results(tmp_path):
     assert "fp32 hpu / OpenBLAS direct" in proc.stdout and "bf16 hpu / fp32 hpu" in proc.stdout
     res = json.loads(out.read_text())
 
-    assert res["meta"]["quick"] is True and res["meta"]["threads"] == 2
+    assert res["meta"]["quick"] is True and res["meta"]["threads"] == 2 and res["meta"]["rounds"] == 1
+    assert res["training"]["cpu"]["mlp"]["warmup_steps"] >= 3
     assert set(res["modes"]) == set(MODES)
     assert res["modes"]["hpu"]["device"] == "hpu" and res["modes"]["cpu"]["device"] == "cpu"
 
@@ -72,3 +73,36 @@ def test_bench_rounds_take_each_models_median_round():
     assert merged["cnn"]["round_steps_per_s"] == [3.0, 1.0, 2.0]
     assert merged["mlp"]["steps_per_s"] == 20.0
     assert bench_run.merge_rounds([rounds[0], {"error": "boom"}]) == {"error": "boom"}
+
+
+def test_bench_ratios_are_medians_of_round_ratios():
+    """Each round's ratio compares that round's workers (they took turns); the reported
+    ratio is the median of those, and a failed round is left out, not averaged in."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import run as bench_run
+    finally:
+        sys.path.pop(0)
+    cpu = [{"mlp": {"steps_per_s": s}} for s in (100.0, 50.0, 200.0, 10.0)]
+    hpu = [{"mlp": {"steps_per_s": s}} for s in (80.0, 45.0, 120.0)] + [{"error": "boom"}]
+    per_round = bench_run._round_ratios({"cpu": cpu, "hpu": hpu}, "hpu", "cpu")
+    assert per_round == {"mlp": [0.8, 0.9, 0.6]}
+    ratios = bench_run.compute_ratios({"training": {"cpu": {}, "hpu": {}},
+                                       "ratio_rounds": {"training_hpu_over_cpu": per_round}})
+    assert ratios["training_hpu_over_cpu"]["mlp"] == 0.8
+
+
+def test_bench_cpu_worker_is_plain_pytorch():
+    """The CPU baseline's worker does not autoload hpusim, and every worker's thread pools
+    are sized alike."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import run as bench_run
+    finally:
+        sys.path.pop(0)
+    args = bench_run.argparse.Namespace(threads=2, omp_wait_policy="default")
+    cpu = bench_run.worker_env("training", bench_run.MODES["cpu"], args)
+    hpu = bench_run.worker_env("training", bench_run.MODES["hpu"], args)
+    assert cpu["TORCH_DEVICE_BACKEND_AUTOLOAD"] == "0" and hpu.get("TORCH_DEVICE_BACKEND_AUTOLOAD") != "0"
+    for env in (cpu, hpu):
+        assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "2"
