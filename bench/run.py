@@ -578,6 +578,12 @@ def main() -> int:
     results["ratios"] = compute_ratios(results)
 
     print(format_tables(results))
+    busy = max((r[0][0] for r in results["meta"].get("round_loadavg", [])), default=results["meta"]["loadavg_start"][0])
+    if busy > 0.5 * (os.cpu_count() or 1):
+        print(f"WARNING: the machine was busy (1-min load average up to {busy:.1f} on {os.cpu_count()} CPUs at a "
+              f"round's start). PyTorch's CPU baseline with {args.threads} OpenMP threads slows down erratically "
+              "when one of its threads is descheduled (measured 4-46 steps/s on the MLP at load 12 against 175-430 "
+              "with 1 thread), so ratios against cpu are not meaningful: rerun on a quiet machine.")
     print(f"load average {results['meta']['loadavg_start']} -> {results['meta']['loadavg_end']}; "
           f"{results['meta']['seconds']:.0f}s; results in {args.out}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -12,7 +12,16 @@
 // CPU fallback stay in one place.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/_copy_from_ops.h>
+#include <ATen/ops/_local_scalar_dense_ops.h>
 #include <ATen/ops/abs_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/fill_ops.h>
+#include <ATen/ops/relu_ops.h>
+#include <ATen/ops/sum_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
@@ -73,7 +82,8 @@ struct FastOp {
 enum Op {
   kAdd, kSub, kMul, kDiv, kLerp, kAddcmul, kAddcdiv,
   kExp, kLog, kLog2, kLog1p, kExpm1, kSqrt, kRsqrt, kSin, kCos, kErf, kReciprocal,
-  kSigmoid, kTanh, kNeg, kAbs, kMm, kBmm, kAddmm, kNumOps
+  kSigmoid, kTanh, kNeg, kAbs, kMm, kBmm, kAddmm,
+  kRelu, kThresholdBackward, kCopyFrom, kFill, kLocalScalarDense, kSum, kNumOps
 };
 
 static FastOp g_ops[kNumOps] = {
@@ -90,6 +100,9 @@ static FastOp g_ops[kNumOps] = {
     {"aten::neg", "ew.neg"},         {"aten::abs", "ew.abs"},
     {"aten::mm", "bgemm"},           {"aten::bmm", "bgemm"},
     {"aten::addmm", "bgemm"},
+    {"aten::relu", "ew.relu"},       {"aten::threshold_backward", "ew.threshold_backward"},
+    {"aten::_copy_from", "copy"},    {"aten::fill_", "fill"},
+    {"aten::_local_scalar_dense", "copy"}, {"aten::sum", "red.sum"},
 };
 
 static int go_id(FastOp& op) {
@@ -420,6 +433,177 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
   return at::_ops::addmm_out::redispatch(kPython, self, mat1, mat2, beta, alpha, out);
 }
 
+// ---------------------------------------------------------------- activations
+// relu and threshold_backward as elementwise.py's _relu and _bwd("threshold_backward"):
+// ew over the input (and the gradient), output allocated like the input.
+
+at::Tensor relu(const at::Tensor& self) {
+  if (g_enabled.load(std::memory_order_relaxed) && self.device().is_hpu() &&
+      (self.scalar_type() == c10::kFloat || self.scalar_type() == c10::kBFloat16)) {
+    at::Tensor out = at::empty_like(self);
+    if (run_ew(kRelu, out, {&self}, false)) return out;
+  }
+  return at::_ops::relu::redispatch(kPython, self);
+}
+
+at::Tensor& relu_(at::Tensor& self) {
+  if (g_enabled.load(std::memory_order_relaxed) && run_ew(kRelu, self, {&self}, false)) return self;
+  return at::_ops::relu_::redispatch(kPython, self);
+}
+
+at::Tensor& threshold_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                   const at::Scalar& threshold, at::Tensor& grad_input) {
+  if (!threshold.isComplex() &&
+      run_ew(kThresholdBackward, grad_input, {&grad_output, &self}, false, {threshold.toDouble()})) {
+    return grad_input;
+  }
+  return at::_ops::threshold_backward_grad_input::redispatch(kPython, grad_output, self, threshold, grad_input);
+}
+
+// ---------------------------------------------------------------- data movement
+// As memory_ops.py: the Go "copy" takes any strides and any pair of its dtypes, host or
+// device on either side; "fill" writes a scalar. Served: same shapes (no broadcast), at
+// most kMaxDim dims, one hpu device, plain strided tensors. int64 destinations go to
+// Python (its int32-range check while int64 support is off).
+
+static bool go_dtype(c10::ScalarType dt) {
+  switch (dt) {
+    case c10::kByte: case c10::kChar: case c10::kShort: case c10::kInt: case c10::kLong:
+    case c10::kHalf: case c10::kFloat: case c10::kDouble: case c10::kBool: case c10::kBFloat16:
+      return true;
+    default:
+      return false;
+  }
+}
+
+static bool plain(const at::Tensor& t) {
+  return t.layout() == c10::kStrided && (t.is_cpu() || t.device().is_hpu()) && !t.is_conj() && !t.is_neg() &&
+         go_dtype(t.scalar_type()) && t.dim() <= kMaxDim;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (g_enabled.load(std::memory_order_relaxed) && plain(self) && plain(dst) &&
+      dst.scalar_type() != c10::kLong && self.sizes() == dst.sizes() &&
+      !(self.device().is_hpu() && dst.device().is_hpu() && self.device() != dst.device())) {
+    FastOp& op = g_ops[kCopyFrom];
+    const int id = go_id(op);
+    if (id >= 0) {
+      if (dst.numel() != 0) {
+        Frame f;
+        f.add(dst.data_ptr(), dst.scalar_type(), dst.sizes(), dst.strides().data());
+        f.add(self.data_ptr(), self.scalar_type(), self.sizes(), self.strides().data());
+        f.v[f.n++] = 0;  // no int arguments
+        f.run(id, nullptr, 0);
+      }
+      op.calls.fetch_add(1, std::memory_order_relaxed);
+      return dst;
+    }
+  }
+  return at::_ops::_copy_from::redispatch(kPython, self, dst, non_blocking);
+}
+
+at::Tensor& fill_scalar_(at::Tensor& self, const at::Scalar& value) {
+  if (g_enabled.load(std::memory_order_relaxed) && !value.isComplex() && self.device().is_hpu() && plain(self)) {
+    FastOp& op = g_ops[kFill];
+    const int id = go_id(op);
+    if (id >= 0) {
+      if (self.numel() != 0) {
+        const bool float_dt = at::isFloatingType(self.scalar_type());
+        Frame f;
+        f.add(self.data_ptr(), self.scalar_type(), self.sizes(), self.strides().data());
+        double fl;
+        f.v[f.n++] = 2;
+        if (value.isBoolean() || (value.isIntegral(false) && !float_dt)) {
+          f.v[f.n++] = 1, f.v[f.n++] = value.toLong(), fl = 0.0;  // exact integer fill
+        } else if (value.isIntegral(false)) {
+          f.v[f.n++] = 1, f.v[f.n++] = value.toLong(), fl = static_cast<double>(value.toLong());
+        } else {
+          f.v[f.n++] = 0, f.v[f.n++] = 0, fl = value.toDouble();
+        }
+        f.run(id, &fl, 1);
+      }
+      op.calls.fetch_add(1, std::memory_order_relaxed);
+      return self;
+    }
+  }
+  return at::_ops::fill__Scalar::redispatch(kPython, self, value);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  if (g_enabled.load(std::memory_order_relaxed) && self.device().is_hpu() && plain(self) && self.numel() == 1) {
+    FastOp& op = g_ops[kLocalScalarDense];
+    const int id = go_id(op);
+    if (id >= 0) {
+      at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
+      Frame f;
+      f.add(host.data_ptr(), host.scalar_type(), {}, nullptr);
+      f.add(self.data_ptr(), self.scalar_type(), {}, nullptr);  // self.reshape(()): one element
+      f.v[f.n++] = 0;
+      f.run(id, nullptr, 0);
+      op.calls.fetch_add(1, std::memory_order_relaxed);
+      return at::_ops::_local_scalar_dense::call(host);
+    }
+  }
+  return at::_ops::_local_scalar_dense::redispatch(kPython, self);
+}
+
+// ---------------------------------------------------------------- reductions
+// sum over dims into a given out= of the input's floating dtype, as reduction.py's
+// _reduce(SUM) with a direct output: "red.sum" over the input as it is (torch's CPU
+// summation order), writing out viewed with the reduced dims kept as size 1.
+
+at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  const c10::ScalarType dt = self.scalar_type();
+  const int64_t nd = self.dim();
+  if (g_enabled.load(std::memory_order_relaxed) && (dt == c10::kFloat || dt == c10::kBFloat16) &&
+      (!dtype || *dtype == dt) && self.device().is_hpu() && out.device() == self.device() &&
+      out.scalar_type() == dt && nd >= 1 && nd <= kMaxDim && plain(self) && out.is_contiguous() &&
+      !(out.numel() != 0 && self.numel() != 0 && out.storage().data() == self.storage().data())) {
+    bool red[kMaxDim] = {false};
+    bool ok = true;
+    if (!dim || dim->empty()) {
+      for (int64_t d = 0; d < nd; d++) red[d] = true;
+    } else {
+      for (int64_t d : *dim) {
+        if (d < -nd || d >= nd) { ok = false; break; }  // Python raises torch's IndexError
+        d = d < 0 ? d + nd : d;
+        if (red[d]) { ok = false; break; }
+        red[d] = true;
+      }
+    }
+    // out must already have the result's shape (the structured kernel allocated it).
+    int64_t keep[kMaxDim], kst[kMaxDim];
+    if (ok) {
+      int64_t j = 0;
+      for (int64_t d = 0; d < nd; d++) {
+        keep[d] = red[d] ? 1 : self.size(d);
+        if (keepdim || !red[d]) ok = ok && j < out.dim() && out.size(j++) == keep[d];
+      }
+      ok = ok && j == out.dim();
+      int64_t st = 1;
+      for (int64_t d = nd - 1; d >= 0; d--) kst[d] = st, st *= keep[d];
+    }
+    FastOp& op = g_ops[kSum];
+    const int id = ok ? go_id(op) : -1;
+    if (id >= 0) {
+      if (out.numel() != 0) {
+        Frame f;
+        f.add(out.data_ptr(), dt, at::IntArrayRef(keep, nd), kst);
+        f.add(self.data_ptr(), dt, self.sizes(), self.strides().data());
+        f.v[f.n++] = 2 + nd;
+        f.v[f.n++] = 0;  // not a mean
+        f.v[f.n++] = at::get_num_threads();
+        for (int64_t d = 0; d < nd; d++) f.v[f.n++] = red[d] ? 1 : 0;
+        f.run(id, nullptr, 0);
+      }
+      op.calls.fetch_add(1, std::memory_order_relaxed);
+      return out;
+    }
+  }
+  return at::_ops::sum_IntList_out::redispatch(kPython, self, dim, keepdim, dtype, out);
+}
+
 // Unary floating ops: ew(name, [self], dtype) in the lowering.
 template <Op which, class AtenOp>
 at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
@@ -453,6 +637,13 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("mm.out", TORCH_FN(mm_out));
   m.impl("bmm.out", TORCH_FN(bmm_out));
   m.impl("addmm.out", TORCH_FN(addmm_out));
+  m.impl("relu", TORCH_FN(relu));
+  m.impl("relu_", TORCH_FN(relu_));
+  m.impl("threshold_backward.grad_input", TORCH_FN(threshold_backward_out));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("fill_.Scalar", TORCH_FN(fill_scalar_));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("sum.IntList_out", TORCH_FN(sum_out));
 }
 
 }  // namespace hpusim_fast
