@@ -52,7 +52,7 @@ def test_bench_quick_writes_results(tmp_path):
     for dtype in ("float32", "bfloat16"):
         assert (SHAPES[-1], dtype, "hpu", "linear") in have
     assert all(_positive(r["gflops"]) for r in gemm["rows"])
-    for key in ("gemm_fp32_hpu_over_openblas", "gemm_bf16_over_fp32_hpu"):
+    for key in ("gemm_fp32_hpu_over_openblas", "gemm_bf16_over_fp32_hpu", "gemm_bf16_hpu_over_torch_cpu"):
         ratios = res["ratios"][key]
         assert set(SHAPES) <= set(ratios) and f"{SHAPES[-1]} [F.linear]" in ratios
         assert all(_positive(v) for v in ratios.values())
