@@ -1,9 +1,8 @@
 """nn ops that ARE compositions of native hpu ops, lowered as such (the bridge decomposes them
 the same way): channel_shuffle (a view, a transpose and a copy), unfold_backward (one strided
 add per window offset), renorm (a norm, a select and a product), nll_loss2d (nll_loss over the
-channels-last rows), cdist / pdist and their backwards (differences, norms, index sums), and
-transposed 1-D/2-D convolution (the native convolution's input gradient is exactly a
-transposed convolution, and vice versa).
+channels-last rows), cdist / pdist and their backwards (differences, norms, index sums). Transposed convolution
+is in conv_ops.py.
 
 Each lowering runs below autograd, so the ops it calls dispatch straight to their hpu
 lowerings; none copies data to the host.
@@ -16,7 +15,7 @@ import torch
 
 from .. import _native
 from .linalg import meta_of
-from .registry import NotNative, native, _NATIVE, _resolve
+from .registry import NotNative, native
 
 aten = torch.ops.aten
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
@@ -222,87 +221,6 @@ def pdist_backward(grad, self, p, pdist):
     out.index_add_(0, i, gp)
     out.index_add_(0, j, gp, alpha=-1)
     return out
-
-
-# --------------------------------------------------------------------- transposed convolution
-
-def _conv_params(input, stride, padding, dilation, groups):
-    stride, padding, dilation = list(stride), list(padding), list(dilation)
-    if input.dim() == 3:
-        return [1] + stride[-1:] + [0] + padding[-1:] + [1] + dilation[-1:] + [groups]
-    pair = (lambda v: v * 2 if len(v) == 1 else v)
-    return pair(stride) + pair(padding) + pair(dilation) + [groups]
-
-
-def _as4(t):
-    return t.unsqueeze(2) if t.dim() == 3 else t
-
-
-def _transposed_ok(input, weight, transposed, output_padding, stride):
-    if not transposed or input.dim() not in (3, 4) or weight.dim() != input.dim():
-        return False
-    # float32 only: bfloat16 transposed convolutions (dilated, grouped) round differently from
-    # torch's CPU kernel beyond op_db's tolerance, so they stay on the CPU fallback for now
-    if input.dtype != weight.dtype or input.dtype != torch.float32:
-        return False
-    st = list(stride) * (2 if len(stride) == 1 else 1)
-    return all(0 <= o < s for o, s in zip(list(output_padding) * 2, st))
-
-
-_prev_conv = _NATIVE.get(_resolve("aten::convolution_overrideable"))
-_prev_conv_bwd = _NATIVE.get(_resolve("aten::convolution_backward_overrideable"))
-
-
-@native("aten::convolution_overrideable")
-def convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed,
-                             output_padding, groups):
-    if not _transposed_ok(input, weight, transposed, output_padding, stride) or (
-            bias is not None and bias.dtype != input.dtype):
-        if _prev_conv is None:
-            raise NotNative
-        return _prev_conv(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
-    m = meta_of(aten.convolution.default, input, weight, bias, stride, padding, dilation, transposed,
-                output_padding, groups)
-    out = torch.empty(m.shape, dtype=m.dtype, device=input.device)
-    if out.numel():
-        ints = _conv_params(input, stride, padding, dilation, groups)
-        if input.numel() == 0:
-            out.zero_()
-        else:
-            # y = conv^T(x): the input gradient of conv(y-shaped input) for grad_output x
-            shape_src = torch.empty(out.shape, dtype=out.dtype, device=out.device)
-            _native.run("conv2d_bwd", [_as4(input), _as4(shape_src), _as4(weight), _as4(out)], ints + [1])
-        if bias is not None:
-            out.add_(bias.reshape([1, -1] + [1] * (out.dim() - 2)))
-    return out
-
-
-@native("aten::convolution_backward_overrideable")
-def convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation,
-                                      transposed, output_padding, groups, output_mask):
-    if not _transposed_ok(input, weight, transposed, output_padding, stride) or grad_output.dtype != input.dtype:
-        if _prev_conv_bwd is None:
-            raise NotNative
-        return _prev_conv_bwd(grad_output, input, weight, stride, padding, dilation, transposed,
-                              output_padding, groups, output_mask)
-    ints = _conv_params(input, stride, padding, dilation, groups)
-    gi = gw = gb = None
-    if output_mask[0]:
-        # d conv^T / dx is the plain convolution of the output gradient
-        gi = torch.empty(input.shape, dtype=input.dtype, device=input.device)
-        if gi.numel():
-            _native.run("conv2d_fwd", [_as4(gi), _as4(grad_output), _as4(weight)], ints)
-    if output_mask[1]:
-        # the weight gradient of conv(input=grad_output) with grad_output=x
-        gw = torch.empty(weight.shape, dtype=weight.dtype, device=weight.device)
-        if gw.numel():
-            if input.numel() == 0 or grad_output.numel() == 0:
-                gw.zero_()
-            else:
-                _native.run("conv2d_bwd", [_as4(input), _as4(grad_output), _as4(weight), _as4(gw)], ints + [2])
-    if output_mask[2]:
-        gb = grad_output.sum([d for d in range(grad_output.dim()) if d != 1])
-    return gi, gw, gb
 
 
 # ------------------------------------------------------------------------------- im2col / col2im
