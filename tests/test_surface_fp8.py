@@ -86,6 +86,26 @@ def test_cast_roundtrip_and_gemm_against_cpu():
     torch.testing.assert_close(out["hpu"][3], (out["hpu"][2] @ bq.T + 1).bfloat16(), rtol=2**-7, atol=1e-3)
 
 
+def test_conv2d_fp8_against_cpu_conv_of_the_dequantized_operands():
+    # As habana_quantization_toolkit's PatchedConv2d calls it: fp8 input and weight, inverse scales.
+    g = torch.Generator().manual_seed(2)
+    x, w, bias = torch.randn(2, 3, 9, 8, generator=g), torch.randn(4, 3, 3, 3, generator=g), torch.randn(4, generator=g)
+    sx, sw = torch.tensor(4.0), torch.tensor(32.0)
+    x8, _ = Fp8Ops.cast_to_fp8_v2(x.to("hpu"), sx.to("hpu"), False, False, torch.float8_e4m3fn)
+    w8, _ = Fp8Ops.cast_to_fp8_v2(w.to("hpu"), sw.to("hpu"), False, False, torch.float8_e4m3fn)
+    y = torch.ops.hpu.conv2d_fp8(input=x8, weight=w8, bias=bias.to("hpu"), stride=[2, 1], padding=[1, 1],
+                                 dilation=[1, 1], groups=1, out_dtype=torch.bfloat16,
+                                 scale_input=(1 / sx).to("hpu"), scale_weight=(1 / sw).to("hpu"))
+    xq = (x * 4).to(torch.float8_e4m3fn).float() / 4
+    wq = (w * 32).to(torch.float8_e4m3fn).float() / 32
+    want = torch.nn.functional.conv2d(xq, wq, bias, stride=(2, 1), padding=1).bfloat16()
+    assert y.device.type == "hpu" and y.dtype == torch.bfloat16 and y.shape == want.shape == (2, 4, 5, 8)
+    torch.testing.assert_close(y.cpu(), want, rtol=2**-7, atol=1e-2)
+    # ...and the dequantized fp8 conv is close to the fp32 conv, within fp8's error.
+    full = torch.nn.functional.conv2d(x, w, bias, stride=(2, 1), padding=1)
+    assert (y.cpu().float() - full).abs().max() < 0.1 * full.abs().max()
+
+
 def test_fp8_ops_have_fake_kernels():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
@@ -94,6 +114,9 @@ def test_fp8_ops_have_fake_kernels():
         y = torch.ops.hpu.fp8_gemm_v2(a, False, b, True, None, torch.bfloat16)
         q, amax = torch.ops.hpu.cast_to_fp8_v2(torch.empty(3, 5), None, False, True, torch.float8_e5m2)
         back = torch.ops.hpu.cast_from_fp8(q, None, torch.float32)
+        c = torch.ops.hpu.conv2d_fp8(torch.empty(2, 3, 9, 8, dtype=torch.float8_e4m3fn),
+                                     torch.empty(4, 3, 3, 3, dtype=torch.float8_e4m3fn), None, [2, 1], [1, 1])
+    assert c.shape == (2, 4, 5, 8) and c.dtype == torch.bfloat16
     assert y.shape == (8, 6) and y.dtype == torch.bfloat16
     assert q.shape == (3, 5) and q.dtype == torch.float8_e5m2 and amax.shape == ()
     assert back.dtype == torch.float32

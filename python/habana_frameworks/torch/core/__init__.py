@@ -51,3 +51,9 @@ def _wrap_manual_seed() -> None:
 _wrap_manual_seed()
 
 from habana_frameworks.torch import dynamo as _dynamo  # noqa: E402,F401  (hpu_backend, at torch._dynamo's import)
+
+from . import quantization  # noqa: E402,F401  (inference/quantization setup, also re-exported here)
+from .quantization import (  # noqa: E402,F401
+    hpu_inference_initialize, hpu_initialize, hpu_reset_env, hpu_set_env, hpu_set_inference_env,
+    hpu_teardown_inference_env,
+)

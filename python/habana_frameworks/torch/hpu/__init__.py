@@ -170,6 +170,9 @@ def _is_in_bad_fork() -> bool:
 from ._runtime_flags import (  # noqa: E402,F401
     disable_dynamic_shape, enable_dynamic_shape, enable_recompute_sdp, get_dynamic_shape_status,
     recompute_sdp_enabled, sdp_kernel,
+    disable_inference_mode, disable_matmul3d_2d_reshape, disable_quantization, enable_inference_mode,
+    enable_matmul3d_2d_reshape, enable_quantization, is_inference_mode_enabled,
+    is_matmul3d_2d_reshape_enabled, is_quantization_enabled,
 )
 
 # HPU graphs (lazy mode; in eager mode HPUGraph() and graph() raise, as on the bridge).

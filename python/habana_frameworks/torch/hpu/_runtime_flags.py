@@ -48,3 +48,46 @@ def sdp_kernel(enable_recompute: bool = True) -> Iterator[None]:
         yield
     finally:
         enable_recompute_sdp(previous)
+
+
+# Inference-mode switches (core.quantization's hpu_set_env family calls them). On Gaudi they
+# tell the graph compiler it may treat weights as constants, keep quantized dtypes and fold
+# 3-D matmuls into 2-D GEMMs; hpusim's kernels compute the same numbers either way, so the
+# switches are process-wide state that clients set, read back and reset.
+_switches = {"inference_mode": False, "quantization": False, "matmul3d_2d_reshape": False}
+
+
+def enable_inference_mode() -> None:
+    _switches["inference_mode"] = True
+
+
+def disable_inference_mode() -> None:
+    _switches["inference_mode"] = False
+
+
+def is_inference_mode_enabled() -> bool:
+    return _switches["inference_mode"]
+
+
+def enable_quantization() -> None:
+    _switches["quantization"] = True
+
+
+def disable_quantization() -> None:
+    _switches["quantization"] = False
+
+
+def is_quantization_enabled() -> bool:
+    return _switches["quantization"]
+
+
+def enable_matmul3d_2d_reshape() -> None:
+    _switches["matmul3d_2d_reshape"] = True
+
+
+def disable_matmul3d_2d_reshape() -> None:
+    _switches["matmul3d_2d_reshape"] = False
+
+
+def is_matmul3d_2d_reshape_enabled() -> bool:
+    return _switches["matmul3d_2d_reshape"]

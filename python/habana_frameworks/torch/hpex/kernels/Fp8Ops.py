@@ -23,6 +23,10 @@ _lib.define("fp8_gemm_v2(Tensor A, bool trans_A, Tensor B, bool trans_B, Tensor?
             "Tensor? A_scale_inv=None, Tensor? B_scale_inv=None, Tensor? bias=None, bool accumulate=False, "
             "int[]? B_scale_shape=None) -> Tensor")
 
+_lib.define("conv2d_fp8(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
+            "int[2] dilation=1, int groups=1, ScalarType? out_dtype=None, Tensor? scale_input=None, "
+            "Tensor? scale_weight=None) -> Tensor")
+
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 
@@ -114,10 +118,27 @@ def _fp8_gemm_v2(A: torch.Tensor, trans_A: bool, B: torch.Tensor, trans_B: bool,
     return out.to(out_dtype)
 
 
+def _conv2d_fp8(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                stride: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0), dilation: Sequence[int] = (1, 1),
+                groups: int = 1, out_dtype: Optional[torch.dtype] = None, scale_input: Optional[torch.Tensor] = None,
+                scale_weight: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The fp8 convolution, as the GEMM: operands widened to float32 with their inverse scales
+    applied, accumulated in float32, rounded once to `out_dtype` (bfloat16 by default)."""
+    x = input.float()
+    w = weight.float()
+    if scale_input is not None:
+        x = x * scale_input.float()
+    if scale_weight is not None:
+        w = w * scale_weight.float()
+    out = torch.nn.functional.conv2d(x, w, None if bias is None else bias.float(), stride, padding, dilation, groups)
+    return out.to(torch.bfloat16 if out_dtype is None else out_dtype)
+
+
 for _key in ("HPU", "CPU"):
     _lib.impl("cast_to_fp8_v2", _cast_to_fp8_v2, _key)
     _lib.impl("cast_from_fp8", _cast_from_fp8, _key)
     _lib.impl("fp8_gemm_v2", _fp8_gemm_v2, _key)
+    _lib.impl("conv2d_fp8", _conv2d_fp8, _key)
 
 
 @torch.library.register_fake("hpu::cast_to_fp8_v2")
@@ -140,6 +161,16 @@ def _fp8_gemm_v2_fake(A, trans_A, B, trans_B, D, out_dtype, A_scale_inv=None, B_
     n = B.shape[-2] if trans_B else B.shape[-1]
     batch = torch.broadcast_shapes(A.shape[:-2], B.shape[:-2])
     return A.new_empty((*batch, m, n), dtype=out_dtype)
+
+
+@torch.library.register_fake("hpu::conv2d_fp8")
+def _conv2d_fp8_fake(input, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                     out_dtype=None, scale_input=None, scale_weight=None):
+    n, _, h, w = input.shape
+    k = weight.shape[0]
+    size = [(d + 2 * p - dl * (kk - 1) - 1) // s + 1
+            for d, p, dl, kk, s in zip((h, w), padding, dilation, weight.shape[2:], stride)]
+    return input.new_empty((n, k, *size), dtype=torch.bfloat16 if out_dtype is None else out_dtype)
 
 
 def cast_to_fp8_v2(input, scale=None, stochastic_rounding=False, is_amax=False, dtype=torch.float8_e4m3fn,
