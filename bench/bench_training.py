@@ -125,6 +125,11 @@ def run(models: list[str], device: str, autocast_dtype: torch.dtype | None, quic
     twice: a parallel reduction inside a vectorised tail loop), with or without hpusim."""
     out: dict[str, Any] = {}
     for name in models:
+        if compile_backend:
+            # Each model compiles from scratch, as in a script of its own: otherwise dynamo
+            # recompiles the shared step function for the next model and, its sizes having
+            # changed, traces it with symbolic shapes (automatic dynamic).
+            torch._dynamo.reset()
         try:
             out[name] = bench_model(name, device, autocast_dtype, quick, compile_backend, turns)
         except Exception as e:  # noqa: BLE001 - reported per model

@@ -33,6 +33,7 @@ def hpu_backend(graph_module: torch.fx.GraphModule, example_inputs: list[Any], *
         raise RuntimeError("Use of torch.compile is prohibited by PT_HPU_DISALLOW_TORCH_COMPILE.")
     from torch._dynamo.backends.common import aot_autograd
 
+    from . import fast_runtime
     from .compilers import hpu_inference_compiler, hpu_training_compiler_bw, hpu_training_compiler_fw
     from .decomposition import get_hpu_decompositions
     from .partition_fn import hpu_partition
@@ -41,11 +42,16 @@ def hpu_backend(graph_module: torch.fx.GraphModule, example_inputs: list[Any], *
     with config.patch(options or {}):
         patched = config.patch(options or {})
         inference = patched(hpu_inference_compiler) if config.inference else patched(hpu_training_compiler_bw)
-        return aot_autograd(
-            fw_compiler=patched(hpu_training_compiler_fw),
-            bw_compiler=patched(hpu_training_compiler_bw),
-            inference_compiler=inference,
-            decompositions=get_hpu_decompositions(),
-            keep_inference_input_mutations=config.keep_input_mutations,
-            partition_fn=hpu_partition,
-        )(graph_module, example_inputs)
+        bw_compiler = patched(hpu_training_compiler_bw)
+        with fast_runtime.recording(graph_module, example_inputs, bw_compiler) as record:
+            compiled = aot_autograd(
+                fw_compiler=patched(hpu_training_compiler_fw),
+                bw_compiler=bw_compiler,
+                inference_compiler=inference,
+                decompositions=get_hpu_decompositions(),
+                keep_inference_input_mutations=config.keep_input_mutations,
+                partition_fn=hpu_partition,
+            )(graph_module, example_inputs)
+        if not config.use_fast_runtime:
+            return compiled
+        return fast_runtime.build(record, compiled)

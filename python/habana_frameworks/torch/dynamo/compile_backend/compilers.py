@@ -13,6 +13,7 @@ import torch
 
 from ...utils import internal as _internal
 from . import graph_dump
+from . import fast_runtime
 from .logger import logger
 from .passes import PassContext, run_passes
 from .recipe_compiler import _count
@@ -53,7 +54,9 @@ def hpu_compiler_inner(gm: torch.fx.GraphModule, example_inputs: list[Any], is_t
             _lazy_warned.set()
             logger.warn("torch.compile with hpu_backend is not supported in lazy mode (PT_HPU_LAZY_MODE=1); "
                         "%s runs as lazy ops", graph_name)
-        return _boxed(gm.forward)
+        compiled = _boxed(gm.forward)
+        compiled.graph_name = graph_name  # type: ignore[attr-defined]
+        return compiled
     t0 = time.perf_counter()
     ctx = PassContext(gm, list(example_inputs), graph_name, is_training, is_backward, _is_dynamic(gm))
     graph_dump.dump(gm, graph_name, "PrePasses")
@@ -63,7 +66,9 @@ def hpu_compiler_inner(gm: torch.fx.GraphModule, example_inputs: list[Any], is_t
     logger.info("%s compiled (%s%s): %d clusters, %s, %.3f s", graph_name,
                 "training" if is_training else "inference", " backward" if is_backward else "",
                 len(ctx.clusters), ctx.placement_counts, time.perf_counter() - t0)
-    return _boxed(_direct_forward(ctx.graph_module))
+    compiled = _boxed(_direct_forward(ctx.graph_module))
+    compiled.graph_name = graph_name  # type: ignore[attr-defined]
+    return compiled
 
 
 def _direct_forward(gm: torch.fx.GraphModule) -> Callable[..., Any]:
@@ -76,12 +81,18 @@ def _direct_forward(gm: torch.fx.GraphModule) -> Callable[..., Any]:
 
 
 def hpu_training_compiler_fw(gm: torch.fx.GraphModule, example_inputs: list[Any]):
-    return hpu_compiler_inner(gm, example_inputs, is_training=True, is_backward=False)
+    compiled = hpu_compiler_inner(gm, example_inputs, is_training=True, is_backward=False)
+    fast_runtime.note_compiled("fw", compiled)
+    return compiled
 
 
 def hpu_training_compiler_bw(gm: torch.fx.GraphModule, example_inputs: list[Any]):
-    return hpu_compiler_inner(gm, example_inputs, is_training=True, is_backward=True)
+    compiled = hpu_compiler_inner(gm, example_inputs, is_training=True, is_backward=True)
+    fast_runtime.note_compiled("bw", compiled)
+    return compiled
 
 
 def hpu_inference_compiler(gm: torch.fx.GraphModule, example_inputs: list[Any]):
-    return hpu_compiler_inner(gm, example_inputs, is_training=False, is_backward=False)
+    compiled = hpu_compiler_inner(gm, example_inputs, is_training=False, is_backward=False)
+    fast_runtime.note_compiled("inference", compiled)
+    return compiled

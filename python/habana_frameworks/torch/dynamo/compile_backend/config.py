@@ -37,6 +37,9 @@ reassign_copy_: bool = _env.env_bool("PT_HPU_REASSIGN_COPY_", True)
 use_boxed_input: bool = _env.env_bool("PT_HPU_USE_BOXED_INPUT", True)
 use_generic_reinplacer: bool = _env.env_bool("PT_HPU_USE_GENERIC_REINPLACER", True)
 enable_synapse_input_reuse: bool = _env.env_bool("PT_HPU_ENABLE_SYNAPSE_INPUT_REUSE", True)
+# hpusim: regions that need none of AOT autograd's runtime wrappers run as one
+# autograd.Function (fast_runtime.py); off keeps AOT's wrappers everywhere.
+use_fast_runtime: bool = _env.env_bool("PT_HPU_COMPILE_FAST_RUNTIME", True)
 dump_graph_repro: bool = _env.env_bool("PT_HPU_DUMP_GRAPH_REPRO", False)
 
 install_config_module(sys.modules[__name__])

@@ -1,0 +1,296 @@
+"""The run time of a compiled region without AOT autograd's generic runtime wrappers.
+
+AOT autograd wraps every compiled forward in layers that handle, at each call, what a
+region might need (duplicate or aliased inputs, input mutations applied after the graph,
+outputs that alias inputs, effect tokens, RNG functionalization, tensor subclasses, lazy
+backward compilation). Each layer is a Python call or more per step, and small models are
+host-bound. Here those decisions are taken once, when the region compiles: a region that
+needs none of them runs as ONE torch.autograd.Function (training: its forward launches the
+forward graph, its backward the backward graph) or as one call of the inference graph.
+Any region that needs one of AOT's wrappers keeps AOT's runtime unchanged, and so does a
+call made with autograd off when the region was compiled for training.
+
+The handled cases do exactly what AOT's wrappers do for them: inputs that never get a
+gradient but require one are detached, inputs the graph mutates get their version
+counters bumped before the call (autograd then sees the in-place write), outputs that
+need no gradient are marked non-differentiable, saved views are saved detached, and the
+region runs with autocast off when autocast was traced into it.
+
+`use_fast_runtime` (PT_HPU_COMPILE_FAST_RUNTIME=0 turns it off: AOT's runtime everywhere).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch._dynamo import disable as _dynamo_disable
+
+from .logger import logger
+
+_state = threading.local()
+_counts = {"fast_regions": 0, "aot_regions": 0}
+
+
+def counts() -> dict[str, int]:
+    """fast_regions: regions running without AOT's wrappers; aot_regions: regions that
+    kept them (see the PT_COMPILE log for why)."""
+    return dict(_counts)
+
+
+@dataclass
+class _Record:
+    """What one hpu_backend compilation produced, noted by the compilers AOT calls."""
+    example_inputs: list[Any]
+    # The graph module's parameters and buffers, which AOT passes before the inputs
+    # (tensors dynamo installed as attributes: an optimizer's state, for one).
+    params_flat: list[torch.Tensor]
+    bw_compiler: Callable[..., Any]
+    disable_amp: bool
+    fw_module: torch.fx.GraphModule | None = None
+    bw_module: torch.fx.GraphModule | None = None
+    compiled: list[tuple[str, Any, Any]] = field(default_factory=list)  # (kind, boxed fn, metadata)
+
+
+class recording:
+    """Context of one hpu_backend call: the compilers and partitioner note into it."""
+
+    def __init__(self, graph_module: torch.fx.GraphModule, example_inputs: list[Any],
+                 bw_compiler: Callable[..., Any]):
+        # As aot_module_simplified lifts them.
+        params = {**dict(graph_module.named_parameters(remove_duplicate=False)),
+                  **dict(graph_module.named_buffers(remove_duplicate=False))}
+        self.record = _Record(list(example_inputs), list(params.values()), bw_compiler,
+                              torch._C._is_any_autocast_enabled())
+
+    def __enter__(self) -> _Record:
+        self._prev = getattr(_state, "record", None)
+        _state.record = self.record
+        return self.record
+
+    def __exit__(self, *exc: Any) -> None:
+        _state.record = self._prev
+
+
+def note_partition(fw_module: torch.fx.GraphModule, bw_module: torch.fx.GraphModule) -> None:
+    record = getattr(_state, "record", None)
+    if record is not None:
+        record.fw_module, record.bw_module = fw_module, bw_module
+
+
+def note_compiled(kind: str, compiled: Any) -> None:
+    """kind: "fw", "bw" or "inference"; called by the compilers with what they return."""
+    record = getattr(_state, "record", None)
+    if record is None:
+        return
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+    fakify = bool(getattr(ctx, "fakify_first_call", False)) if ctx is not None else False
+    record.compiled.append((kind, compiled, None if fakify else meta))
+
+
+def _plain_inputs(example_inputs: list[Any]) -> str | None:
+    """Why AOT's dedupe/synthetic-base/subclass wrappers could be active, or None."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    storages = set()
+    for x in example_inputs:
+        if isinstance(x, torch.SymInt) or isinstance(x, (torch.SymFloat, torch.SymBool)):
+            return "symbolic input"
+        if not isinstance(x, torch.Tensor):
+            if isinstance(x, (int, float, bool)) or x is None:
+                continue
+            return f"input of type {type(x).__name__}"
+        if type(x) not in (torch.Tensor, FakeTensor, torch.nn.Parameter):
+            return f"tensor subclass input {type(x).__name__}"
+        if any(isinstance(s, torch.SymInt) for s in (*x.shape, *x.stride())):
+            return "symbolic shape"
+        ref = StorageWeakRef(x.untyped_storage())
+        if ref in storages:
+            return "inputs share a storage"
+        storages.add(ref)
+    return None
+
+
+def _common_reason(meta: Any) -> str | None:
+    from torch._functorch._aot_autograd.schemas import MutationType, OutputType
+
+    if meta is None:
+        return "no metadata"
+    if meta.tokens or getattr(meta, "num_backward_tokens", 0):
+        return "effect tokens"
+    if meta.is_rng_op_functionalized or getattr(meta, "num_graphsafe_rng_states", 0):
+        return "functionalized RNG"
+    if getattr(meta, "subclass_inp_meta", None) and any(not isinstance(m, int) and type(m).__name__ != "PlainTensorMeta"
+                                                         for m in meta.subclass_inp_meta):
+        return "subclass inputs"
+    if meta.num_intermediate_bases or meta.num_outputs_aliased or meta.num_unsafe_view_outputs:
+        return "outputs alias inputs or intermediates"
+    if meta.num_mutated_inp_runtime_indices:
+        return "input mutations applied after the graph"
+    if any(i.mutation_type == MutationType.MUTATED_IN_GRAPH and (i.mutates_metadata or i.mutates_storage_metadata)
+           for i in meta.input_info):
+        return "metadata mutation of an input"
+    if meta.dynamic_outputs or meta.grad_enabled_mutation is not None:
+        return "dynamic outputs or grad-mode mutation"
+    for o in meta.output_info:
+        if o.output_type != OutputType.non_alias or not issubclass(o.raw_type, torch.Tensor):
+            return "a non-tensor or aliased output"
+    return None
+
+
+def build(record: _Record, aot_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The callable dynamo gets: a fast runtime when the region allows it, else aot_fn."""
+    graph_name = "+".join(getattr(fn, "graph_name", "?") for _, fn, _ in record.compiled) or "region"
+    reason = _plain_inputs([*record.params_flat, *record.example_inputs])
+    kinds = [k for k, _, _ in record.compiled]
+    fast = None
+    if reason is None:
+        if kinds == ["inference"]:
+            _, fn, meta = record.compiled[0]
+            reason = _common_reason(meta) or _arity(meta, record)
+            if reason is None:
+                fast = _inference_runtime(fn, meta, record.disable_amp, record.params_flat)
+        elif kinds == ["fw"] and record.bw_module is not None:
+            _, fn, meta = record.compiled[0]
+            reason = _common_reason(meta) or _arity(meta, record) or _training_reason(meta)
+            if reason is None:
+                fast = _training_runtime(fn, meta, record, aot_fn)
+        else:
+            reason = f"compiled graphs {kinds}"
+    if fast is None:
+        _counts["aot_regions"] += 1
+        logger.info("%s keeps AOT autograd's runtime wrappers (%s)", graph_name, reason)
+        return aot_fn
+    _counts["fast_regions"] += 1
+    logger.debug("%s runs without AOT autograd's runtime wrappers", graph_name)
+    return fast
+
+
+def _arity(meta: Any, record: _Record) -> str | None:
+    given = len(record.params_flat) + len(record.example_inputs)
+    if len(meta.input_info) != given:
+        return f"inputs deduplicated ({len(meta.input_info)} graph inputs, {given} given)"
+    return None
+
+
+def _training_reason(meta: Any) -> str | None:
+    if meta.num_symints_saved_for_bw:
+        return "symbolic sizes saved for backward"
+    if meta.num_forward_returns != meta.num_outputs:
+        return "mutated inputs returned by the forward"
+    return None
+
+
+def _mutated_in_graph(meta: Any) -> tuple[int, ...]:
+    return tuple(meta.mutated_graph_handled_indices_seen_by_autograd)
+
+
+def _inference_runtime(fn: Any, meta: Any, disable_amp: bool, params: list[torch.Tensor]):
+    mutated = _mutated_in_graph(meta)
+    increment = torch.autograd.graph.increment_version
+    set_grad = torch._C._set_grad_enabled
+    is_grad = torch.is_grad_enabled
+    no_autocast = torch._C._DisableAutocast
+
+    def run(*args: Any) -> list[Any]:
+        if params:
+            args = (*params, *args)
+        if mutated:
+            increment([args[i] for i in mutated])
+        grad = is_grad()
+        if grad:
+            set_grad(False)
+        try:
+            if disable_amp:
+                with no_autocast():
+                    return list(fn(list(args)))
+            return list(fn(list(args)))
+        finally:
+            if grad:
+                set_grad(True)
+
+    return _dynamo_disable(run)
+
+
+def _training_runtime(fw: Any, meta: Any, record: _Record, aot_fn: Callable[..., Any]):
+    from torch._functorch._aot_autograd.runtime_wrappers import AOTDispatchAutograd
+    from torch._functorch._aot_autograd.utils import normalize_as_list
+
+    bw_module = record.bw_module
+    bw_outputs = list(bw_module.graph.find_nodes(op="output"))[0].args[0]
+    if len(bw_outputs) != len(meta.input_info):
+        return None
+    # AOT's "detach inputs that never need gradients": non-leaf inputs requiring grad whose
+    # gradient the backward graph never computes.
+    detach = tuple(i for i, (o, info) in enumerate(zip(bw_outputs, meta.input_info))
+                   if o is None and info.requires_grad and not info.is_leaf)
+    mutated = _mutated_in_graph(meta)
+    num_out = meta.num_outputs
+    saved_slice = meta.tensors_saved_for_backwards_slice
+    out_requires_grad = tuple(o.requires_grad for o in meta.output_info)
+    tangent_meta = list(meta.subclass_tangent_meta)
+    if len(tangent_meta) != sum(out_requires_grad):
+        return None
+    disable_amp = record.disable_amp
+    no_autocast = torch._C._DisableAutocast
+    process_tangent = AOTDispatchAutograd.process_runtime_tangent
+    placeholders = [n.meta.get("val") for n in bw_module.graph.find_nodes(op="placeholder")]
+    with torch._C._DisableAutocast() if disable_amp else _null():
+        # Run by the autograd engine, possibly inside a frame dynamo evaluates: kept out
+        # of dynamo as AOT keeps its compiled backward.
+        bw = _dynamo_disable(record.bw_compiler(bw_module, placeholders))
+
+    class CompiledRegion(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            if disable_amp:
+                with no_autocast():
+                    outs = normalize_as_list(fw(list(args)))
+            else:
+                outs = normalize_as_list(fw(list(args)))
+            ctx.save_for_backward(*(x.detach() if x._is_view() else x for x in outs[saved_slice]))
+            ret = outs[:num_out]
+            ctx.mark_non_differentiable(*(x for x, rg in zip(ret, out_requires_grad) if not rg))
+            ctx._materialize_non_diff_grads = False
+            return tuple(ret)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            tangents = [g for g, rg in zip(grads, out_requires_grad) if rg]
+            args = [*ctx.saved_tensors, *(process_tangent(g, m)[0] for g, m in zip(tangents, tangent_meta))]
+            ctx.maybe_clear_saved_tensors()
+            if disable_amp:
+                with no_autocast():
+                    return tuple(normalize_as_list(bw(args)))
+            return tuple(normalize_as_list(bw(args)))
+
+    apply = CompiledRegion.apply
+    is_grad = torch.is_grad_enabled
+    increment = torch.autograd.graph.increment_version
+    params = record.params_flat
+
+    def run(*args: Any) -> list[Any]:
+        if not is_grad():  # compiled for training, called with autograd off: AOT decides
+            return aot_fn(*args)
+        if params:
+            args = (*params, *args)
+        if detach:
+            args = list(args)
+            for i in detach:
+                args[i] = args[i].detach()
+        if mutated:
+            increment([args[i] for i in mutated])
+        return list(apply(*args))
+
+    return _dynamo_disable(run)
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None

@@ -1,0 +1,176 @@
+"""hpu_backend's fast runtime (dynamo/compile_backend/fast_runtime.py): regions that need
+none of AOT autograd's runtime wrappers run as one autograd.Function (training) or one
+graph call (inference); the others keep AOT's wrappers. Both must give the same results,
+bit for bit (the same recipes run), and the same autograd behaviour."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+import habana_frameworks.torch.core as htcore  # noqa: F401
+from habana_frameworks.torch.dynamo.compile_backend import fast_runtime
+from hpusim_models import build, make_batches, make_optimizer
+from hpusim_models.training import loss_fn
+
+AOT = {"use_fast_runtime": False}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _compile(fn, options=None):
+    return torch.compile(fn, backend="hpu_backend", options=options)
+
+
+def _counts_during(fn):
+    before = fast_runtime.counts()
+    out = fn()
+    after = fast_runtime.counts()
+    return out, {k: after[k] - before[k] for k in after}
+
+
+def _train(name: str, options, steps: int = 3):
+    """A whole compiled training step (forward, loss, backward, AdamW step), as the
+    benchmark runs it; returns the losses, the model and how its regions ran."""
+    torch.manual_seed(0)
+    model = build(name, seed=0, dropout=0.0).to("hpu")
+    opt = make_optimizer(model, "adamw", 1e-3)
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model, model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = _compile(step, options)
+    batches = make_batches(name, 8, steps, seed=1)
+    model.train()
+    losses, counts = _counts_during(lambda: [compiled(x.to("hpu"), y.to("hpu")).item() for x, y in batches])
+    return losses, model, counts
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer"])
+def test_training_step_fast_runtime_equals_aot_runtime(name):
+    losses_fast, model_fast, counts_fast = _train(name, None)
+    torch._dynamo.reset()
+    losses_aot, model_aot, counts_aot = _train(name, AOT)
+    # forward+backward and the optimizer step run without AOT's wrappers (the CNN's
+    # BatchNorm running stats are input mutations kept in the graph: handled too)
+    assert counts_fast == {"fast_regions": 2, "aot_regions": 0}
+    assert counts_aot == {"fast_regions": 0, "aot_regions": 0}
+    assert losses_fast == losses_aot
+    state_fast, state_aot = model_fast.state_dict(), model_aot.state_dict()
+    for key in state_fast:  # parameters and buffers (running stats, num_batches_tracked)
+        assert torch.equal(state_fast[key].cpu(), state_aot[key].cpu()), key
+
+
+def test_fast_region_is_one_autograd_function_and_matches_cpu():
+    torch.manual_seed(0)
+    w_cpu = torch.randn(8, 4, requires_grad=True)
+    x_cpu = torch.randn(5, 8)
+    w = w_cpu.detach().to("hpu").requires_grad_()
+    x = x_cpu.to("hpu")
+
+    def f(x, w):
+        h = (x @ w).tanh()
+        return h.sum(), h.argmax(dim=1)  # a differentiable and a non-differentiable output
+
+    (loss, idx), counts = _counts_during(lambda: _compile(f)(x, w))
+    assert counts == {"fast_regions": 1, "aot_regions": 0}
+    assert type(loss.grad_fn).__name__ == "CompiledRegionBackward"
+    assert not idx.requires_grad and idx.dtype == torch.int64
+    loss.backward(retain_graph=True)
+    loss.backward()  # a retained graph runs the backward recipe again
+    loss_cpu, idx_cpu = f(x_cpu, w_cpu)
+    (2 * loss_cpu).backward()
+    torch.testing.assert_close(loss.cpu(), loss_cpu.detach())
+    assert torch.equal(idx.cpu(), idx_cpu)
+    torch.testing.assert_close(w.grad.cpu(), w_cpu.grad)
+
+
+def test_non_leaf_input_without_gradient_is_detached_as_aot_does():
+    a = torch.randn(4, device="hpu", requires_grad=True)
+    b = torch.randn(4, device="hpu", requires_grad=True)
+
+    def f(u, v):  # no gradient flows to u
+        return (v * 3).sum() + u.detach().sum()
+
+    compiled = _compile(f)
+    out = compiled(a * 2, b)
+    out.backward()
+    assert a.grad is None
+    torch.testing.assert_close(b.grad.cpu(), torch.full((4,), 3.0))
+
+
+def test_regions_needing_aot_wrappers_keep_them():
+    x = torch.randn(3, 4, device="hpu", requires_grad=True)
+
+    def alias_out(x):  # an output that is a view of an input
+        return x.t(), x * 2
+
+    (t, y), counts = _counts_during(lambda: _compile(alias_out)(x))
+    assert counts == {"fast_regions": 0, "aot_regions": 1}
+    assert t._base is x or t.data_ptr() == x.data_ptr()
+    (t.sum() + y.sum()).backward()
+    torch.testing.assert_close(x.grad.cpu(), torch.full((3, 4), 3.0))
+
+    buf = torch.zeros(4, device="hpu")
+
+    def mutate(v, b):  # an input mutated under autograd: AOT applies it after the graph
+        b.add_(1)
+        return v.exp()
+
+    v = torch.randn(4, device="hpu").requires_grad_()
+    out = _compile(mutate)(v, buf)
+    assert torch.equal(buf.cpu(), torch.ones(4))
+    out.sum().backward()
+    torch.testing.assert_close(v.grad.cpu(), v.detach().exp().cpu())
+
+
+def test_inference_region_mutating_inputs_bumps_their_version():
+    p = torch.ones(4, device="hpu")
+
+    @torch.no_grad()
+    def update(p, g):
+        p.add_(g, alpha=-0.5)
+
+    v0 = p._version
+    _, counts = _counts_during(lambda: _compile(update)(p, torch.full((4,), 2.0, device="hpu")))
+    assert counts == {"fast_regions": 1, "aot_regions": 0}
+    assert torch.equal(p.cpu(), torch.zeros(4))
+    assert p._version > v0  # autograd sees the in-place write
+
+
+def test_autocast_region_runs_as_eager_autocast():
+    lin = nn.Linear(16, 8).to("hpu")
+    x = torch.randn(4, 16, device="hpu")
+
+    def f(x):
+        with torch.autocast("hpu", dtype=torch.bfloat16):
+            return lin(x).float().sum()
+
+    compiled = _compile(f)
+    out = compiled(x)
+    out.backward()
+    grad = lin.weight.grad.clone()
+    lin.weight.grad = None
+    f(x).backward()
+    torch.testing.assert_close(out, f(x).detach(), rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(grad.cpu(), lin.weight.grad.cpu(), rtol=2e-2, atol=2e-2)
+
+
+def test_fast_runtime_off_by_env_keeps_aot_everywhere(monkeypatch):
+    from habana_frameworks.torch.dynamo.compile_backend import config
+
+    monkeypatch.setattr(config, "use_fast_runtime", False)
+    x = torch.randn(4, device="hpu", requires_grad=True)
+    out, counts = _counts_during(lambda: _compile(lambda t: (t * t).sum())(x))
+    assert counts == {"fast_regions": 0, "aot_regions": 0}
+    out.backward()
+    torch.testing.assert_close(x.grad.cpu(), 2 * x.detach().cpu())
