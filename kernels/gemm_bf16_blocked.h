@@ -181,6 +181,53 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static inline void gb_store
 	_mm256_mask_storeu_epi16(e->o + i * e->ldo + j, m, gb_round16(x));
 }
 
+// Stores 16 columns of a transposed tile: x[r] lane l is C[j0+l, i0+r] (r < mr, l < nr <=
+// 16), by gb_store's arithmetic, as bfloat16 into out (self, if any, a broadcast row: lds
+// 0, so row r adds s[i0+r]). The rounded 6 x 16 block is transposed in registers (as an
+// 8 x 16 one, rows 6 and 7 zero), and each result row gets its mr values in one masked
+// store instead of mr scalar stores.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static inline void gb_store_trans16(const gb_epi *e, int64_t i0,
+                                                                                 int mr, int64_t j0, int nr,
+                                                                                 const __m512 *x) {
+	__m256i q[8];
+	_Pragma("GCC unroll 6") for (int r = 0; r < GB_MR; r++) {
+		__m512 v = x[r];
+		if (e->scale) v = _mm512_mul_ps(v, _mm512_set1_ps(e->alpha));
+		if (e->s && r < mr) {
+			uint32_t u = (uint32_t)e->s[i0 + r] << 16;
+			float sv;
+			memcpy(&sv, &u, 4);
+			v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(sv), _mm512_set1_ps(e->beta)));
+		}
+		q[r] = gb_round16(v);
+	}
+	q[6] = q[7] = _mm256_setzero_si256();
+	// Within each 128-bit half: 16-bit, 32-bit, then 64-bit interleaves turn rows into
+	// columns; w[c] holds result row j0+c in its low half and j0+8+c in its high half.
+	__m256i t[8], u[8], w[8];
+	for (int p = 0; p < 4; p++) {
+		t[2 * p] = _mm256_unpacklo_epi16(q[2 * p], q[2 * p + 1]);
+		t[2 * p + 1] = _mm256_unpackhi_epi16(q[2 * p], q[2 * p + 1]);
+	}
+	for (int h = 0; h < 2; h++) { // rows 0-3 (h 0) and 4-7 (h 1)
+		__m256i *a = t + 4 * h, *d = u + 4 * h;
+		d[0] = _mm256_unpacklo_epi32(a[0], a[2]); // columns 0, 1
+		d[1] = _mm256_unpackhi_epi32(a[0], a[2]); // 2, 3
+		d[2] = _mm256_unpacklo_epi32(a[1], a[3]); // 4, 5
+		d[3] = _mm256_unpackhi_epi32(a[1], a[3]); // 6, 7
+	}
+	for (int c = 0; c < 4; c++) {
+		w[2 * c] = _mm256_unpacklo_epi64(u[c], u[4 + c]);
+		w[2 * c + 1] = _mm256_unpackhi_epi64(u[c], u[4 + c]);
+	}
+	__mmask8 m = (__mmask8)((1u << mr) - 1);
+	uint16_t *o = e->o + j0 * e->ldo + i0;
+	for (int c = 0; c < 8 && c < nr; c++) {
+		_mm_mask_storeu_epi16(o + c * e->ldo, m, _mm256_castsi256_si128(w[c]));
+		if (c + 8 < nr) _mm_mask_storeu_epi16(o + (c + 8) * e->ldo, m, _mm256_extracti128_si256(w[c], 1));
+	}
+}
+
 // One GB_MR x 16*NV tile over k pairs [0, k2): rows i0..i0+mr and columns j0..j0+nr
 // (nr <= 16*NV) of the result. Row r's k pair kk is the 32-bit word at a + r*ar + kk*ak
 // (bytes: a packed panel or, in place, a row-major A with even k; rows past mr repeat
@@ -206,6 +253,16 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static inline void gb_store
 				_Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[r][v] =                             \
 				    _mm512_dpbf16_ps(acc[r][v], av, bv[v]);                                                  \
 			}                                                                                                \
+		}                                                                                                    \
+		if (e->trans && e->o && (!e->s || e->lds == 0)) {                                                   \
+			_Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                           \
+				int left = nr - 16 * v;                                                                      \
+				if (left <= 0) break;                                                                        \
+				__m512 col[GB_MR];                                                                           \
+				_Pragma("GCC unroll 6") for (int r = 0; r < GB_MR; r++) col[r] = acc[r][v];                  \
+				gb_store_trans16(e, i0, mr, j0 + 16 * v, left < 16 ? left : 16, col);                        \
+			}                                                                                                \
+			return;                                                                                          \
 		}                                                                                                    \
 		if (e->trans) {                                                                                      \
 			float t[GB_MR * GB_NR];                                                                          \

@@ -24,10 +24,37 @@ int hpusim_bf16dot_supported(void) {
 	       __builtin_cpu_supports("avx512bf16");
 }
 
+// pack_pairs' adjacent-lines case for NR-wide panels: each pair of source rows is
+// interleaved 32 values at a time by two 16-bit permutes (masked loads for the last,
+// partial panel leave its padding zero), instead of one element at a time.
+__attribute__((target("avx512f,avx512bw,avx512vl")))
+static void pack_rows_nr(uint16_t *dst, const uint16_t *src, int64_t ks, int64_t lines, int64_t k) {
+	const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+	                                    37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+	const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+	int64_t k2 = (k + 1) / 2, panels = (lines + NR - 1) / NR;
+	for (int64_t p = 0; p < panels; p++) {
+		int64_t l0 = p * NR, wn = lines - l0 < NR ? lines - l0 : NR;
+		__mmask32 m = wn == NR ? (__mmask32)0xffffffffu : (__mmask32)((1u << wn) - 1);
+		for (int64_t kk = 0; kk < k2; kk++) {
+			uint16_t *e = dst + (p * k2 + kk) * NR * 2;
+			const uint16_t *r0 = src + l0 + 2 * kk * ks;
+			__m512i v0 = _mm512_maskz_loadu_epi16(m, r0);
+			__m512i v1 = 2 * kk + 1 < k ? _mm512_maskz_loadu_epi16(m, r0 + ks) : _mm512_setzero_si512();
+			_mm512_storeu_si512(e, _mm512_permutex2var_epi16(v0, lo, v1));
+			_mm512_storeu_si512(e + 32, _mm512_permutex2var_epi16(v0, hi, v1));
+		}
+	}
+}
+
 // Packs lines [0, lines) (line l's k-th element at src[l*ls + k*ks]) into panels of
 // width lines, [ceil(k/2)][width][2] each, zero past the last line and past k.
 static void pack_pairs(uint16_t *dst, const uint16_t *src, int64_t ls, int64_t ks, int64_t lines, int64_t k, int width) {
 	int64_t k2 = (k + 1) / 2, panels = (lines + width - 1) / width;
+	if (ls == 1 && ks != 1 && width == NR) {
+		pack_rows_nr(dst, src, ks, lines, k);
+		return;
+	}
 	if (ls == 1 && ks != 1) {
 		// Adjacent lines (a row-major B, an im2col matrix): each pair interleaves two
 		// contiguous source rows, read and written in order.
