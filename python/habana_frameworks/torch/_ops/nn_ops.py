@@ -408,6 +408,11 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
         ms = (torch.empty(input.shape, dtype=input.dtype, device="meta"),
               torch.empty(stat_shape, device="meta"), torch.empty(stat_shape, device="meta"))
     else:
+        if n and (axis < 0 or tuple(input.shape[max(axis, 0):]) != shp):
+            # CPU's message (the meta kernel words it differently)
+            dims = "".join(f", {s}" for s in shp)
+            raise RuntimeError(f"Given normalized_shape={list(shp)}, expected input with shape [*{dims}], "
+                               f"but got input of size{list(input.shape)}")
         ms = meta_of(aten.native_layer_norm, input, normalized_shape, weight, bias, eps)
     _floats(input, weight, bias)
     D = _numel(normalized_shape)

@@ -86,7 +86,7 @@ _aten_lib: torch.library.Library | None = None
 EXPLICIT_HPU_OPS = ("convolution_overrideable", "convolution_backward_overrideable",
                     # CPU kernels next to a CompositeExplicitAutograd decomposition, which would
                     # shadow the fallback and round differently from the fused CPU kernel.
-                    "native_layer_norm", "native_group_norm", "addr", "addr.out",
+                    "native_group_norm", "addr", "addr.out",
                     # Composite out= kernels that reject devices other than cpu/cuda/xpu, or
                     # call a CPU DispatchStub directly.
                     "mode.values", "nanmean.out",
@@ -106,6 +106,9 @@ def _explicit_kernel(name: str):
 # at the HPU key and redispatch every other call of those ops to this key, which nothing
 # else uses, so that the fallback below serves them as it serves every other op.
 FAST_OPS_DEFER_KEY = "PrivateUse3"
+# Ops of that kind with a fast C++ kernel at the HPU key: their Python kernel goes at the
+# defer key only (there the composite decomposition would shadow the fallback too).
+FAST_EXPLICIT_OPS = ("native_layer_norm",)
 
 
 def install() -> None:
@@ -118,3 +121,5 @@ def install() -> None:
         _aten_lib = torch.library.Library("aten", "IMPL")
         for name in EXPLICIT_HPU_OPS:
             _aten_lib.impl(name, _explicit_kernel(name), "HPU")
+        for name in FAST_EXPLICIT_OPS:
+            _aten_lib.impl(name, _explicit_kernel(name), FAST_OPS_DEFER_KEY)

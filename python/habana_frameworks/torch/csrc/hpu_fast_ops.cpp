@@ -46,18 +46,33 @@
 #include <ATen/ops/sqrt_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/_log_softmax_backward_data_ops.h>
+#include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/masked_fill_ops.h>
+#include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/native_layer_norm_ops.h>
+#include <ATen/ops/nll_loss_backward_ops.h>
+#include <ATen/ops/nll_loss_forward_ops.h>
 #include <c10/util/BFloat16.h>
 #include <torch/library.h>
 
+#include <array>
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 extern "C" {
 int hpusim_op_id(char* name);
 int hpusim_run(int op, int64_t* desc, int ndesc, double* fl, int nf);
+int hpusim_run_labeled(int op, int64_t* desc, int ndesc, double* fl, int nf, char* label);
 int hpusim_last_error(char* buf, int n);
 }
 
@@ -83,7 +98,9 @@ enum Op {
   kAdd, kSub, kMul, kDiv, kLerp, kAddcmul, kAddcdiv,
   kExp, kLog, kLog2, kLog1p, kExpm1, kSqrt, kRsqrt, kSin, kCos, kErf, kReciprocal,
   kSigmoid, kTanh, kNeg, kAbs, kMm, kBmm, kAddmm,
-  kRelu, kThresholdBackward, kCopyFrom, kFill, kLocalScalarDense, kSum, kNumOps
+  kRelu, kThresholdBackward, kCopyFrom, kFill, kLocalScalarDense, kSum,
+  kSoftmax, kLogSoftmax, kSoftmaxBackward, kLogSoftmaxBackward, kNllForward, kNllBackward,
+  kLayerNorm, kLayerNormBackward, kGelu, kGeluBackward, kMaskedFill, kNumOps
 };
 
 static FastOp g_ops[kNumOps] = {
@@ -103,6 +120,13 @@ static FastOp g_ops[kNumOps] = {
     {"aten::relu", "ew.relu"},       {"aten::threshold_backward", "ew.threshold_backward"},
     {"aten::_copy_from", "copy"},    {"aten::fill_", "fill"},
     {"aten::_local_scalar_dense", "copy"}, {"aten::sum", "red.sum"},
+    {"aten::_softmax", "red.softmax"},  {"aten::_log_softmax", "red.softmax"},
+    {"aten::_softmax_backward_data", "red.softmax_backward"},
+    {"aten::_log_softmax_backward_data", "red.softmax_backward"},
+    {"aten::nll_loss_forward", "loss.nll_forward"}, {"aten::nll_loss_backward", "loss.nll_backward"},
+    {"aten::native_layer_norm", "layer_norm_fwd"}, {"aten::native_layer_norm_backward", "layer_norm_bwd"},
+    {"aten::gelu", "ew.gelu"},       {"aten::gelu_backward", "ew.gelu_backward"},
+    {"aten::masked_fill_", "ew.where"},
 };
 
 static int go_id(FastOp& op) {
@@ -146,8 +170,13 @@ struct Frame {
   }
 
   // Runs Go op `id` on this frame; a Go error becomes torch's RuntimeError.
-  void run(int id, double* fl, int nf) {
-    if (hpusim_run(id, v, n, fl, nf) != 0) {
+  // label: Call.Label (a lazy node's exception class and aten op, "IndexError:nll_loss");
+  // with it, an eager error the core does not class is an IndexError whose message drops
+  // the Go op's "<op>: " prefix, as the Python lowering of a labelled op raises it.
+  void run(int id, double* fl, int nf, const char* label = nullptr, const char* goop = nullptr) {
+    const int rc = label != nullptr ? hpusim_run_labeled(id, v, n, fl, nf, const_cast<char*>(label))
+                                    : hpusim_run(id, v, n, fl, nf);
+    if (rc != 0) {
       char buf[1024];
       buf[0] = 0;
       hpusim_last_error(buf, sizeof(buf));
@@ -160,6 +189,11 @@ struct Frame {
       static const char kRuntime[] = "RuntimeError: ";
       if (std::strncmp(buf, kRuntime, sizeof(kRuntime) - 1) == 0) {
         TORCH_CHECK(false, buf + sizeof(kRuntime) - 1);
+      }
+      if (label != nullptr && goop != nullptr) {
+        const size_t k = std::strlen(goop);
+        const bool prefixed = std::strncmp(buf, goop, k) == 0 && buf[k] == ':' && buf[k + 1] == ' ';
+        TORCH_CHECK_INDEX(false, prefixed ? buf + k + 2 : buf);
       }
       TORCH_CHECK(false, buf);
     }
@@ -463,8 +497,8 @@ at::Tensor& threshold_backward_out(const at::Tensor& grad_output, const at::Tens
 // ---------------------------------------------------------------- data movement
 // As memory_ops.py: the Go "copy" takes any strides and any pair of its dtypes, host or
 // device on either side; "fill" writes a scalar. Served: same shapes (no broadcast), at
-// most kMaxDim dims, one hpu device, plain strided tensors. int64 destinations go to
-// Python (its int32-range check while int64 support is off).
+// most kMaxDim dims, one hpu device, plain strided tensors. A host int64 source into an
+// int64 destination goes to Python while int64 support is off (its int32-range check).
 
 static bool go_dtype(c10::ScalarType dt) {
   switch (dt) {
@@ -481,9 +515,24 @@ static bool plain(const at::Tensor& t) {
          go_dtype(t.scalar_type()) && t.dim() <= kMaxDim;
 }
 
+// int64_support.enabled(): PT_ENABLE_INT64_SUPPORT, read at each copy as clients set it
+// at run time; unset means on.
+static bool int64_enabled() {
+  const char* v = std::getenv("PT_ENABLE_INT64_SUPPORT");
+  if (v == nullptr) return true;
+  std::string s(v);
+  const auto b = s.find_first_not_of(" \t\n\r\f\v"), e = s.find_last_not_of(" \t\n\r\f\v");
+  s = b == std::string::npos ? "" : s.substr(b, e - b + 1);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s != "0" && s != "false" && s != "f" && s != "off" && s != "no";
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  // A host int64 tensor into an hpu int64 one while int64 support is off: Python checks
+  // its values fit int32 (int64_support.check_host_to_device).
+  const bool int64_check = dst.scalar_type() == c10::kLong && self.scalar_type() == c10::kLong && self.is_cpu();
   if (g_enabled.load(std::memory_order_relaxed) && plain(self) && plain(dst) &&
-      dst.scalar_type() != c10::kLong && self.sizes() == dst.sizes() &&
+      (!int64_check || int64_enabled()) && self.sizes() == dst.sizes() &&
       !(self.device().is_hpu() && dst.device().is_hpu() && self.device() != dst.device())) {
     FastOp& op = g_ops[kCopyFrom];
     const int id = go_id(op);
@@ -604,6 +653,393 @@ at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool ke
   return at::_ops::sum_IntList_out::redispatch(kPython, self, dim, keepdim, dtype, out);
 }
 
+// ---------------------------------------------------------------- softmax, losses, norms
+// As reduction.py's _softmax_impl/_softmax_bwd_impl, nll_loss_forward/backward and
+// nn_ops.py's native_layer_norm(_backward): the same Go op over the same frame, for the
+// common case (float32/bfloat16 hpu tensors, contiguous, the last dim for softmax, the
+// outputs torch's structured kernel allocated). Every other call is the Python path's.
+
+static bool fast_float(const at::Tensor& t) {
+  const c10::ScalarType dt = t.scalar_type();
+  return (dt == c10::kFloat || dt == c10::kBFloat16) && t.device().is_hpu();
+}
+
+// t is an hpu tensor on dev of dtype dt.
+static bool on(const at::Tensor& t, const c10::Device& dev, c10::ScalarType dt) {
+  return t.defined() && t.device() == dev && t.scalar_type() == dt;
+}
+
+static bool shares_storage(const at::Tensor& a, const at::Tensor& b) {
+  return a.numel() != 0 && b.numel() != 0 && a.storage().data() == b.storage().data();
+}
+
+// (rows, last dim) of a contiguous tensor of at least one dim: its view(-1, N).
+static void add_rows(Frame& f, const at::Tensor& t) {
+  const int64_t n = t.size(-1);
+  const int64_t sz[2] = {t.numel() / n, n};
+  const int64_t st[2] = {n, 1};
+  f.add(t.data_ptr(), t.scalar_type(), at::IntArrayRef(sz, 2), st);
+}
+
+// A tensor of numel n as a 1-D view of length n (t.view(-1) of a contiguous t).
+static void add_flat(Frame& f, const at::Tensor& t) {
+  const int64_t sz[1] = {t.numel()};
+  const int64_t st[1] = {1};
+  f.add(t.data_ptr(), t.scalar_type(), at::IntArrayRef(sz, 1), st);
+}
+
+// softmax/log_softmax along the last dim of a contiguous input into a contiguous out=.
+static bool softmax_fast(Op which, bool log, const at::Tensor& self, int64_t dim, bool half_to_float,
+                         const at::Tensor& out) {
+  if (!g_enabled.load(std::memory_order_relaxed) || half_to_float || !fast_float(self)) return false;
+  const int64_t nd = self.dim();
+  if (nd < 1 || nd > kMaxDim || (dim != -1 && dim != nd - 1)) return false;
+  if (!self.is_contiguous() || !on(out, self.device(), self.scalar_type()) || out.sizes() != self.sizes() ||
+      !out.is_contiguous() || shares_storage(out, self)) {
+    return false;
+  }
+  FastOp& op = g_ops[which];
+  const int id = go_id(op);
+  if (id < 0) return false;
+  if (out.numel() != 0) {
+    Frame f;
+    add_rows(f, out);
+    add_rows(f, self);
+    f.v[f.n++] = 3;
+    f.v[f.n++] = log ? 1 : 0;
+    f.v[f.n++] = 1;  // the softmax dim is the last
+    f.v[f.n++] = 1;  // inner size
+    f.run(id, nullptr, 0);
+  }
+  op.calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  if (softmax_fast(kSoftmax, false, self, dim, half_to_float, out)) return out;
+  return at::_ops::_softmax_out::redispatch(kPython, self, dim, half_to_float, out);
+}
+
+at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
+  if (softmax_fast(kLogSoftmax, true, self, dim, half_to_float, out)) return out;
+  return at::_ops::_log_softmax_out::redispatch(kPython, self, dim, half_to_float, out);
+}
+
+static bool softmax_bwd_fast(Op which, bool log, const at::Tensor& grad, const at::Tensor& output, int64_t dim,
+                             c10::ScalarType input_dtype, const at::Tensor& gi) {
+  if (!g_enabled.load(std::memory_order_relaxed) || !fast_float(output)) return false;
+  const c10::ScalarType dt = output.scalar_type();
+  const int64_t nd = output.dim();
+  if (input_dtype != dt || nd < 1 || nd > kMaxDim || (dim != -1 && dim != nd - 1)) return false;
+  if (!on(grad, output.device(), dt) || grad.sizes() != output.sizes() || !grad.is_contiguous() ||
+      !output.is_contiguous() || !on(gi, output.device(), dt) || gi.sizes() != output.sizes() ||
+      !gi.is_contiguous() || shares_storage(gi, grad) || shares_storage(gi, output)) {
+    return false;
+  }
+  FastOp& op = g_ops[which];
+  const int id = go_id(op);
+  if (id < 0) return false;
+  if (gi.numel() != 0) {
+    Frame f;
+    add_rows(f, gi);
+    add_rows(f, grad);
+    add_rows(f, output);
+    f.v[f.n++] = 2;
+    f.v[f.n++] = log ? 1 : 0;
+    f.v[f.n++] = 1;  // the softmax dim is the last
+    f.run(id, nullptr, 0);
+  }
+  op.calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                 c10::ScalarType input_dtype, at::Tensor& grad_input) {
+  if (softmax_bwd_fast(kSoftmaxBackward, false, grad_output, output, dim, input_dtype, grad_input)) {
+    return grad_input;
+  }
+  return at::_ops::_softmax_backward_data_out::redispatch(kPython, grad_output, output, dim, input_dtype,
+                                                          grad_input);
+}
+
+at::Tensor& log_softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                     c10::ScalarType input_dtype, at::Tensor& grad_input) {
+  if (softmax_bwd_fast(kLogSoftmaxBackward, true, grad_output, output, dim, input_dtype, grad_input)) {
+    return grad_input;
+  }
+  return at::_ops::_log_softmax_backward_data_out::redispatch(kPython, grad_output, output, dim, input_dtype,
+                                                              grad_input);
+}
+
+// nll_loss over (N, C) scores and (N,) int64 targets, weight absent or (C,) of the scores'
+// dtype. A target out of range is the Go kernel's error, raised as CPU's IndexError.
+static bool nll_args_ok(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                        int64_t reduction) {
+  if (!g_enabled.load(std::memory_order_relaxed) || !fast_float(self) || self.dim() != 2 || self.numel() == 0) {
+    return false;
+  }
+  if (reduction < 0 || reduction > 2 || target.device() != self.device() || target.scalar_type() != c10::kLong ||
+      target.dim() != 1 || target.size(0) != self.size(0)) {
+    return false;
+  }
+  if (weight && weight->defined()) {
+    const at::Tensor& w = *weight;
+    if (!on(w, self.device(), self.scalar_type()) || w.dim() != 1 || w.size(0) != self.size(1)) return false;
+  }
+  return true;
+}
+
+static void add_vec(Frame& f, const at::Tensor& t) {  // a 1-D tensor as it is, a 0-dim one as (1,)
+  if (t.dim() == 0) {
+    add_flat(f, t);
+  } else {
+    f.add(t.data_ptr(), t.scalar_type(), t.sizes(), t.strides().data());
+  }
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self, const at::Tensor& target,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          int64_t reduction, int64_t ignore_index,
+                                                          at::Tensor& output, at::Tensor& total_weight) {
+  const bool has_w = weight && weight->defined();
+  if (nll_args_ok(self, target, weight, reduction) && on(output, self.device(), self.scalar_type()) &&
+      on(total_weight, self.device(), self.scalar_type()) && total_weight.dim() == 0 &&
+      (reduction == 0 ? output.dim() == 1 && output.size(0) == self.size(0) : output.dim() == 0) &&
+      !shares_storage(output, total_weight)) {
+    bool apart = true;  // the outputs share no memory with the inputs
+    for (const at::Tensor* o : {&output, &total_weight}) {
+      apart = apart && !shares_storage(*o, self) && !shares_storage(*o, target) && !(has_w && shares_storage(*o, *weight));
+    }
+    FastOp& op = g_ops[kNllForward];
+    const int id = apart ? go_id(op) : -1;
+    if (id >= 0) {
+      Frame f;
+      add_vec(f, output);
+      add_flat(f, total_weight);
+      f.add(self.data_ptr(), self.scalar_type(), self.sizes(), self.strides().data());
+      f.add(target.data_ptr(), target.scalar_type(), target.sizes(), target.strides().data());
+      add_vec(f, has_w ? *weight : total_weight);
+      f.v[f.n++] = 3;
+      f.v[f.n++] = reduction;
+      f.v[f.n++] = ignore_index;
+      f.v[f.n++] = has_w ? 1 : 0;
+      f.run(id, nullptr, 0, "IndexError:nll_loss", op.goop);
+      op.calls.fetch_add(1, std::memory_order_relaxed);
+      return {output, total_weight};
+    }
+  }
+  return at::_ops::nll_loss_forward_output::redispatch(kPython, self, target, weight, reduction, ignore_index,
+                                                       output, total_weight);
+}
+
+at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                  const std::optional<at::Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                                  const at::Tensor& total_weight, at::Tensor& grad_input) {
+  const bool has_w = weight && weight->defined();
+  if (nll_args_ok(self, target, weight, reduction) && on(grad_input, self.device(), self.scalar_type()) &&
+      grad_input.sizes() == self.sizes() && grad_input.is_contiguous() &&
+      on(grad_output, self.device(), self.scalar_type()) && grad_output.dim() <= 1 &&
+      on(total_weight, self.device(), self.scalar_type()) && total_weight.dim() == 0 &&
+      !shares_storage(grad_input, grad_output) && !shares_storage(grad_input, self) &&
+      !shares_storage(grad_input, target) && !shares_storage(grad_input, total_weight) &&
+      !(has_w && shares_storage(grad_input, *weight))) {
+    FastOp& op = g_ops[kNllBackward];
+    const int id = go_id(op);
+    if (id >= 0) {
+      Frame f;
+      f.add(grad_input.data_ptr(), grad_input.scalar_type(), grad_input.sizes(), grad_input.strides().data());
+      add_vec(f, grad_output);
+      f.add(target.data_ptr(), target.scalar_type(), target.sizes(), target.strides().data());
+      add_vec(f, has_w ? *weight : total_weight);
+      add_flat(f, total_weight);
+      f.v[f.n++] = 3;
+      f.v[f.n++] = reduction;
+      f.v[f.n++] = ignore_index;
+      f.v[f.n++] = has_w ? 1 : 0;
+      f.run(id, nullptr, 0, "IndexError:nll_loss_backward", op.goop);
+      op.calls.fetch_add(1, std::memory_order_relaxed);
+      return grad_input;
+    }
+  }
+  return at::_ops::nll_loss_backward_grad_input::redispatch(kPython, grad_output, self, target, weight, reduction,
+                                                            ignore_index, total_weight, grad_input);
+}
+
+// layer_norm over the trailing normalized_shape of a contiguous input, weight and bias
+// absent or of the input's shape and dtype (a bfloat16 input with float32 parameters keeps
+// float32 statistics: the Python path's).
+static bool ln_shape(const at::Tensor& input, c10::SymIntArrayRef normalized_shape, int64_t& M, int64_t& D) {
+  const int64_t n = static_cast<int64_t>(normalized_shape.size()), axis = input.dim() - n;
+  if (n < 1 || axis < 0 || input.dim() > kMaxDim) return false;
+  D = 1;
+  for (int64_t i = 0; i < n; i++) {
+    auto s = normalized_shape[i].maybe_as_int();
+    if (!s || *s != input.size(axis + i)) return false;
+    D *= *s;
+  }
+  if (D == 0 || input.numel() == 0) return false;
+  M = input.numel() / D;
+  return true;
+}
+
+static bool ln_param_ok(const std::optional<at::Tensor>& p, const at::Tensor& input, int64_t axis) {
+  if (!p || !p->defined()) return true;
+  if (!on(*p, input.device(), input.scalar_type()) || !p->is_contiguous() || p->dim() != input.dim() - axis) {
+    return false;
+  }
+  for (int64_t i = 0; i < p->dim(); i++) {
+    if (p->size(i) != input.size(axis + i)) return false;
+  }
+  return true;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input,
+                                                                 c10::SymIntArrayRef normalized_shape,
+                                                                 const std::optional<at::Tensor>& weight,
+                                                                 const std::optional<at::Tensor>& bias, double eps) {
+  int64_t M = 0, D = 0;
+  const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
+  if (g_enabled.load(std::memory_order_relaxed) && fast_float(input) && input.is_contiguous() &&
+      ln_shape(input, normalized_shape, M, D) && ln_param_ok(weight, input, axis) && ln_param_ok(bias, input, axis)) {
+    FastOp& op = g_ops[kLayerNorm];
+    const int id = go_id(op);
+    if (id >= 0) {
+      const bool has_w = weight && weight->defined(), has_b = bias && bias->defined();
+      at::Tensor out = at::empty(input.sizes(), input.options());
+      std::vector<int64_t> stat(input.sizes().begin(), input.sizes().begin() + axis);
+      stat.resize(input.dim(), 1);
+      at::Tensor mean = at::empty(stat, input.options()), rstd = at::empty(stat, input.options());
+      Frame f;
+      const int64_t sz[2] = {M, D}, st[2] = {D, 1};
+      f.add(out.data_ptr(), out.scalar_type(), at::IntArrayRef(sz, 2), st);
+      f.add(input.data_ptr(), input.scalar_type(), at::IntArrayRef(sz, 2), st);
+      add_flat(f, mean);
+      add_flat(f, rstd);
+      if (has_w) add_flat(f, *weight);
+      if (has_b) add_flat(f, *bias);
+      f.v[f.n++] = 1;
+      f.v[f.n++] = 3 | (has_w ? 4 : 0) | (has_b ? 8 : 0);
+      f.run(id, &eps, 1);
+      op.calls.fetch_add(1, std::memory_order_relaxed);
+      return {out, mean, rstd};
+    }
+  }
+  return at::_ops::native_layer_norm::redispatch(kPython, input, normalized_shape, weight, bias, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
+  int64_t M = 0, D = 0;
+  const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
+  if (g_enabled.load(std::memory_order_relaxed) && fast_float(input) && input.is_contiguous() &&
+      ln_shape(input, normalized_shape, M, D) && on(grad_out, input.device(), input.scalar_type()) &&
+      grad_out.sizes() == input.sizes() && grad_out.is_contiguous() &&
+      on(mean, input.device(), input.scalar_type()) && mean.is_contiguous() && mean.numel() == M &&
+      on(rstd, input.device(), input.scalar_type()) && rstd.is_contiguous() && rstd.numel() == M &&
+      ln_param_ok(weight, input, axis) && ln_param_ok(bias, input, axis)) {
+    FastOp& op = g_ops[kLayerNormBackward];
+    const int id = go_id(op);
+    if (id >= 0) {
+      const bool has_w = weight && weight->defined(), has_b = bias && bias->defined();
+      const auto pshape = input.sizes().slice(axis);
+      at::Tensor gi, gw, gb;
+      if (output_mask[0]) gi = at::empty(input.sizes(), input.options());
+      if (output_mask[1] && has_w) gw = at::empty(pshape, weight->options());
+      if (output_mask[2] && has_b) gb = at::empty(pshape, bias->options());
+      Frame f;
+      const int64_t sz[2] = {M, D}, st[2] = {D, 1};
+      f.add(grad_out.data_ptr(), grad_out.scalar_type(), at::IntArrayRef(sz, 2), st);
+      f.add(input.data_ptr(), input.scalar_type(), at::IntArrayRef(sz, 2), st);
+      add_flat(f, mean);
+      add_flat(f, rstd);
+      int64_t mask = 0;
+      if (gi.defined()) f.add(gi.data_ptr(), gi.scalar_type(), at::IntArrayRef(sz, 2), st), mask |= 1;
+      if (gw.defined()) add_flat(f, gw), mask |= 2;
+      if (gb.defined()) add_flat(f, gb), mask |= 4;
+      if (has_w) add_flat(f, *weight), mask |= 8;
+      f.v[f.n++] = 1;
+      f.v[f.n++] = mask;
+      f.run(id, nullptr, 0);
+      op.calls.fetch_add(1, std::memory_order_relaxed);
+      return {gi, gw, gb};
+    }
+  }
+  return at::_ops::native_layer_norm_backward::redispatch(kPython, grad_out, input, normalized_shape, mean, rstd,
+                                                          weight, bias, output_mask);
+}
+
+// ---------------------------------------------------------------- gelu, masked_fill_
+// elementwise.py's _gelu and _bwd("gelu_backward"): ew with the approximation as parameter.
+
+static std::optional<double> gelu_param(c10::string_view approximate) {
+  if (approximate == "none") return 0.0;
+  if (approximate == "tanh") return 1.0;
+  return std::nullopt;  // Python raises torch's error
+}
+
+at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
+  if (auto a = gelu_param(approximate); a && run_ew(kGelu, out, {&self}, false, {*a})) return out;
+  return at::_ops::gelu_out::redispatch(kPython, self, approximate, out);
+}
+
+at::Tensor& gelu_backward_out(const at::Tensor& grad_output, const at::Tensor& self, c10::string_view approximate,
+                              at::Tensor& grad_input) {
+  if (auto a = gelu_param(approximate); a && run_ew(kGeluBackward, grad_input, {&grad_output, &self}, false, {*a})) {
+    return grad_input;
+  }
+  return at::_ops::gelu_backward_grad_input::redispatch(kPython, grad_output, self, approximate, grad_input);
+}
+
+// masked_fill_ of a float32 tensor with a bool mask that broadcasts to it: ew("where",
+// [mask, value, self]) into self, the value a float32 host scalar (_wrap(value).to(dtype)).
+// bfloat16 goes to Python, which converts the mask to bfloat16 first.
+at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  const int64_t nd = self.dim();
+  bool ok = g_enabled.load(std::memory_order_relaxed) && !value.isComplex() && self.device().is_hpu() &&
+            self.scalar_type() == c10::kFloat && self.numel() != 0 && nd <= kMaxDim &&
+            mask.device() == self.device() && mask.scalar_type() == c10::kBool && mask.dim() <= nd &&
+            !shares_storage(mask, self);
+  for (int64_t i = 0; ok && i < nd; i++) ok = !(self.stride(i) == 0 && self.size(i) > 1);
+  int64_t mst[kMaxDim];
+  for (int64_t i = 0, off = nd - (ok ? mask.dim() : 0); ok && i < nd; i++) {
+    const int64_t j = i - off;
+    if (j < 0) {
+      mst[i] = 0;
+    } else if (mask.size(j) == self.size(i)) {
+      mst[i] = mask.stride(j);
+    } else {
+      ok = mask.size(j) == 1;
+      mst[i] = 0;
+    }
+  }
+  FastOp& op = g_ops[kMaskedFill];
+  const int id = ok ? go_id(op) : -1;
+  if (id >= 0) {
+    float v;
+    if (value.isBoolean()) {
+      v = value.toBool() ? 1.0f : 0.0f;
+    } else if (value.isIntegral(false)) {
+      v = static_cast<float>(value.toLong());
+    } else {
+      v = static_cast<float>(value.toDouble());
+    }
+    const int64_t zeros[kMaxDim] = {0};
+    Frame f;
+    f.add(self.data_ptr(), c10::kFloat, self.sizes(), self.strides().data());
+    f.add(mask.data_ptr(), c10::kBool, self.sizes(), mst);
+    f.add(&v, c10::kFloat, self.sizes(), zeros);
+    f.add(self.data_ptr(), c10::kFloat, self.sizes(), self.strides().data());
+    f.v[f.n++] = 1;
+    f.v[f.n++] = static_cast<int64_t>(c10::kFloat);
+    f.run(id, nullptr, 0);
+    op.calls.fetch_add(1, std::memory_order_relaxed);
+    return self;
+  }
+  return at::_ops::masked_fill__Scalar::redispatch(kPython, self, mask, value);
+}
+
 // Unary floating ops: ew(name, [self], dtype) in the lowering.
 template <Op which, class AtenOp>
 at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
@@ -644,6 +1080,17 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("fill_.Scalar", TORCH_FN(fill_scalar_));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   m.impl("sum.IntList_out", TORCH_FN(sum_out));
+  m.impl("_softmax.out", TORCH_FN(softmax_out));
+  m.impl("_log_softmax.out", TORCH_FN(log_softmax_out));
+  m.impl("_softmax_backward_data.out", TORCH_FN(softmax_backward_out));
+  m.impl("_log_softmax_backward_data.out", TORCH_FN(log_softmax_backward_out));
+  m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out));
+  m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out));
+  m.impl("native_layer_norm", TORCH_FN(native_layer_norm));
+  m.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
+  m.impl("gelu.out", TORCH_FN(gelu_out));
+  m.impl("gelu_backward.grad_input", TORCH_FN(gelu_backward_out));
+  m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar_));
 }
 
 }  // namespace hpusim_fast
