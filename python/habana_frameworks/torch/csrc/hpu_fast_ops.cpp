@@ -313,9 +313,10 @@ static bool run_ew(Op which, const at::Tensor& out, std::initializer_list<const 
 }
 
 // A scalar parameter as the Python lowering passes it (elementwise.py _scalar_param):
-// rounded to bfloat16 for a bfloat16 op. nullopt for a complex one.
+// rounded to bfloat16 for a bfloat16 op. nullopt for a complex one, and for a bool one
+// (torch's meta function raises "Boolean alpha only supported for Boolean results.").
 static std::optional<double> param(const at::Scalar& s, c10::ScalarType dt) {
-  if (s.isComplex()) return std::nullopt;
+  if (s.isComplex() || s.isBoolean()) return std::nullopt;
   double v = s.toDouble();
   if (is_reduced(dt)) v = static_cast<float>(c10::BFloat16(static_cast<float>(v)));
   return v;
@@ -1047,6 +1048,252 @@ at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
   return AtenOp::redispatch(kPython, self, out);
 }
 
+// ---------------------------------------------------------------- functional and in-place forms
+// torch reaches a backend's functional and in-place forms of a structured op through a
+// generic kernel that runs the op's meta function (a TensorIterator build), allocates the
+// result and dispatches to the out= form again: ~1.5 us a call, more than the Go kernel of
+// a small tensor. These kernels go to the fast out= work directly for the same common case
+// and allocate what torch would: for an elementwise op whose hpu operands are all
+// contiguous, one of them of the full broadcast shape, a contiguous result of that shape.
+// Anything else redispatches to the generic kernel (at the defer key), as before.
+
+// The result of a functional elementwise op as described above, or undefined.
+static at::Tensor ew_result(std::initializer_list<const at::Tensor*> ins) {
+  if (!g_enabled.load(std::memory_order_relaxed)) return {};
+  const at::Tensor* ref = nullptr;
+  int64_t nd = 0;
+  for (const at::Tensor* t : ins) {
+    if (t->device().is_hpu()) {
+      if (ref == nullptr) {
+        ref = t;
+      } else if (t->device() != ref->device() || t->scalar_type() != ref->scalar_type()) {
+        return {};
+      }
+      if (!t->is_contiguous()) return {};
+      nd = std::max<int64_t>(nd, t->dim());
+    } else if (!(t->is_cpu() && t->dim() == 0 && t->unsafeGetTensorImpl()->is_wrapped_number())) {
+      return {};
+    }
+  }
+  if (ref == nullptr || !fast_float(*ref) || nd > kMaxDim) return {};
+  int64_t shape[kMaxDim];
+  for (int64_t i = 0; i < nd; i++) shape[i] = 1;
+  for (const at::Tensor* t : ins) {
+    if (!t->device().is_hpu()) continue;
+    for (int64_t j = 0, off = nd - t->dim(); j < t->dim(); j++) {
+      const int64_t s = t->size(j);
+      int64_t& b = shape[off + j];
+      if (s == b || s == 1) continue;
+      if (b != 1) return {};  // torch raises its error on the generic path
+      b = s;
+    }
+  }
+  const at::IntArrayRef full(shape, nd);
+  for (const at::Tensor* t : ins) {
+    if (t->device().is_hpu() && t->sizes() == full) return at::empty(full, ref->options());
+  }
+  return {};
+}
+
+#define HPUSIM_BINARY_ALPHA(name, which)                                                                  \
+  at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {     \
+    at::Tensor out = ew_result({&self, &other});                                                          \
+    if (out.defined()) {                                                                                  \
+      if (auto a = param(alpha, out.scalar_type()); a && run_ew(which, out, {&self, &other}, false,         \
+                                                                {which == kSub ? -*a : *a})) {            \
+        return out;                                                                                       \
+      }                                                                                                   \
+    }                                                                                                     \
+    return at::_ops::name##_Tensor::redispatch(kPython, self, other, alpha);                              \
+  }                                                                                                       \
+  at::Tensor& name##__tensor(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {        \
+    if (auto a = param(alpha, self.scalar_type()); a && run_ew(which, self, {&self, &other}, false,        \
+                                                               {which == kSub ? -*a : *a})) {             \
+      return self;                                                                                        \
+    }                                                                                                     \
+    return at::_ops::name##__Tensor::redispatch(kPython, self, other, alpha);                             \
+  }
+HPUSIM_BINARY_ALPHA(add, kAdd)
+HPUSIM_BINARY_ALPHA(sub, kSub)
+#undef HPUSIM_BINARY_ALPHA
+
+#define HPUSIM_BINARY(name, which)                                                                        \
+  at::Tensor name##_tensor(const at::Tensor& self, const at::Tensor& other) {                             \
+    at::Tensor out = ew_result({&self, &other});                                                          \
+    if (out.defined() && run_ew(which, out, {&self, &other}, true)) return out;                           \
+    return at::_ops::name##_Tensor::redispatch(kPython, self, other);                                     \
+  }                                                                                                       \
+  at::Tensor& name##__tensor(at::Tensor& self, const at::Tensor& other) {                                 \
+    if (run_ew(which, self, {&self, &other}, true)) return self;                                          \
+    return at::_ops::name##__Tensor::redispatch(kPython, self, other);                                    \
+  }
+HPUSIM_BINARY(mul, kMul)
+HPUSIM_BINARY(div, kDiv)
+#undef HPUSIM_BINARY
+
+at::Tensor lerp_scalar(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  at::Tensor out = weight.isComplex() ? at::Tensor() : ew_result({&self, &end});
+  if (out.defined() && run_ew(kLerp, out, {&self, &end}, true, {}, weight.toDouble())) return out;
+  return at::_ops::lerp_Scalar::redispatch(kPython, self, end, weight);
+}
+
+at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
+  if (!weight.isComplex() && run_ew(kLerp, self, {&self, &end}, true, {}, weight.toDouble())) return self;
+  return at::_ops::lerp__Scalar::redispatch(kPython, self, end, weight);
+}
+
+#define HPUSIM_TERNARY(name, which)                                                                       \
+  at::Tensor name(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value) { \
+    at::Tensor out = value.isComplex() ? at::Tensor() : ew_result({&self, &t1, &t2});                     \
+    if (out.defined() && run_ew(which, out, {&self, &t1, &t2}, false, {value.toDouble()})) return out;    \
+    return at::_ops::name::redispatch(kPython, self, t1, t2, value);                                      \
+  }                                                                                                       \
+  at::Tensor& name##_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2, const at::Scalar& value) { \
+    if (!value.isComplex() && run_ew(which, self, {&self, &t1, &t2}, false, {value.toDouble()})) return self; \
+    return at::_ops::name##_::redispatch(kPython, self, t1, t2, value);                                   \
+  }
+HPUSIM_TERNARY(addcmul, kAddcmul)
+HPUSIM_TERNARY(addcdiv, kAddcdiv)
+#undef HPUSIM_TERNARY
+
+template <Op which, class AtenOp>
+at::Tensor unary(const at::Tensor& self) {
+  at::Tensor out = ew_result({&self});
+  if (out.defined() && run_ew(which, out, {&self}, false)) return out;
+  return AtenOp::redispatch(kPython, self);
+}
+
+template <Op which, class AtenOp>
+at::Tensor& unary_(at::Tensor& self) {
+  if (run_ew(which, self, {&self}, false)) return self;
+  return AtenOp::redispatch(kPython, self);
+}
+
+at::Tensor threshold_backward(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& threshold) {
+  at::Tensor out = threshold.isComplex() ? at::Tensor() : ew_result({&grad_output, &self});
+  if (out.defined() && run_ew(kThresholdBackward, out, {&grad_output, &self}, false, {threshold.toDouble()})) {
+    return out;
+  }
+  return at::_ops::threshold_backward::redispatch(kPython, grad_output, self, threshold);
+}
+
+at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
+  auto a = gelu_param(approximate);
+  at::Tensor out = a ? ew_result({&self}) : at::Tensor();
+  if (out.defined() && run_ew(kGelu, out, {&self}, false, {*a})) return out;
+  return at::_ops::gelu::redispatch(kPython, self, approximate);
+}
+
+at::Tensor gelu_backward(const at::Tensor& grad_output, const at::Tensor& self, c10::string_view approximate) {
+  auto a = gelu_param(approximate);
+  at::Tensor out = a ? ew_result({&grad_output, &self}) : at::Tensor();
+  if (out.defined() && run_ew(kGeluBackward, out, {&grad_output, &self}, false, {*a})) return out;
+  return at::_ops::gelu_backward::redispatch(kPython, grad_output, self, approximate);
+}
+
+// Matrix products: the structured kernels' result is a contiguous (M, N) / (B, M, N).
+at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
+  if (g_enabled.load(std::memory_order_relaxed) && self.dim() == 2 && mat2.dim() == 2 &&
+      self.size(1) == mat2.size(0) && fast_float(self) && on(mat2, self.device(), self.scalar_type())) {
+    at::Tensor out = at::empty({self.size(0), mat2.size(1)}, self.options());
+    return mm_out(self, mat2, out);
+  }
+  return at::_ops::mm::redispatch(kPython, self, mat2);
+}
+
+at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
+  if (g_enabled.load(std::memory_order_relaxed) && self.dim() == 3 && mat2.dim() == 3 &&
+      self.size(0) == mat2.size(0) && self.size(2) == mat2.size(1) && fast_float(self) &&
+      on(mat2, self.device(), self.scalar_type())) {
+    at::Tensor out = at::empty({self.size(0), self.size(1), mat2.size(2)}, self.options());
+    return bmm_out(self, mat2, out);
+  }
+  return at::_ops::bmm::redispatch(kPython, self, mat2);
+}
+
+at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                 const at::Scalar& alpha) {
+  if (g_enabled.load(std::memory_order_relaxed) && mat1.dim() == 2 && mat2.dim() == 2 &&
+      mat1.size(1) == mat2.size(0) && self.dim() <= 2 && fast_float(mat1) &&
+      on(mat2, mat1.device(), mat1.scalar_type()) && on(self, mat1.device(), mat1.scalar_type())) {
+    bool bcast = true;  // self expands to the result (torch raises otherwise)
+    for (int64_t j = self.dim() - 1, i = 1; j >= 0; j--, i--) {
+      const int64_t want = i == 0 ? mat1.size(0) : mat2.size(1);
+      bcast = bcast && (self.size(j) == want || self.size(j) == 1);
+    }
+    if (bcast) {
+      at::Tensor out = at::empty({mat1.size(0), mat2.size(1)}, mat1.options());
+      return addmm_out(self, mat1, mat2, beta, alpha, out);
+    }
+  }
+  return at::_ops::addmm::redispatch(kPython, self, mat1, mat2, beta, alpha);
+}
+
+// sum over dims of a float32/bfloat16 tensor into its own dtype: the result sum_out serves.
+at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<c10::ScalarType> dtype) {
+  const int64_t nd = self.dim();
+  if (g_enabled.load(std::memory_order_relaxed) && fast_float(self) && (!dtype || *dtype == self.scalar_type()) &&
+      nd >= 1 && nd <= kMaxDim && plain(self)) {
+    bool red[kMaxDim] = {false};
+    bool ok = true;
+    if (!dim || dim->empty()) {
+      for (int64_t d = 0; d < nd; d++) red[d] = true;
+    } else {
+      for (int64_t d : *dim) {
+        if (d < -nd || d >= nd) { ok = false; break; }
+        d = d < 0 ? d + nd : d;
+        if (red[d]) { ok = false; break; }
+        red[d] = true;
+      }
+    }
+    if (ok) {
+      std::vector<int64_t> shape;
+      for (int64_t d = 0; d < nd; d++) {
+        if (!red[d]) shape.push_back(self.size(d));
+        else if (keepdim) shape.push_back(1);
+      }
+      at::Tensor out = at::empty(shape, self.options());
+      return sum_out(self, dim, keepdim, dtype, out);
+    }
+  }
+  return at::_ops::sum_dim_IntList::redispatch(kPython, self, dim, keepdim, dtype);
+}
+
+at::Tensor softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  if (g_enabled.load(std::memory_order_relaxed) && !half_to_float && fast_float(self) && self.is_contiguous()) {
+    at::Tensor out = at::empty(self.sizes(), self.options());
+    if (softmax_fast(kSoftmax, false, self, dim, false, out)) return out;
+  }
+  return at::_ops::_softmax::redispatch(kPython, self, dim, half_to_float);
+}
+
+at::Tensor log_softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  if (g_enabled.load(std::memory_order_relaxed) && !half_to_float && fast_float(self) && self.is_contiguous()) {
+    at::Tensor out = at::empty(self.sizes(), self.options());
+    if (softmax_fast(kLogSoftmax, true, self, dim, false, out)) return out;
+  }
+  return at::_ops::_log_softmax::redispatch(kPython, self, dim, half_to_float);
+}
+
+at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                            c10::ScalarType input_dtype) {
+  if (g_enabled.load(std::memory_order_relaxed) && fast_float(output) && output.is_contiguous()) {
+    at::Tensor gi = at::empty(output.sizes(), output.options());
+    if (softmax_bwd_fast(kSoftmaxBackward, false, grad_output, output, dim, input_dtype, gi)) return gi;
+  }
+  return at::_ops::_softmax_backward_data::redispatch(kPython, grad_output, output, dim, input_dtype);
+}
+
+at::Tensor log_softmax_backward(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
+                                c10::ScalarType input_dtype) {
+  if (g_enabled.load(std::memory_order_relaxed) && fast_float(output) && output.is_contiguous()) {
+    at::Tensor gi = at::empty(output.sizes(), output.options());
+    if (softmax_bwd_fast(kLogSoftmaxBackward, true, grad_output, output, dim, input_dtype, gi)) return gi;
+  }
+  return at::_ops::_log_softmax_backward_data::redispatch(kPython, grad_output, output, dim, input_dtype);
+}
+
 TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("add.out", TORCH_FN(add_out));
   m.impl("sub.out", TORCH_FN(sub_out));
@@ -1091,6 +1338,62 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("gelu.out", TORCH_FN(gelu_out));
   m.impl("gelu_backward.grad_input", TORCH_FN(gelu_backward_out));
   m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar_));
+  // functional and in-place forms (skip torch's generic structured wrappers)
+  m.impl("add.Tensor", TORCH_FN(add_tensor));
+  m.impl("add_.Tensor", TORCH_FN(add__tensor));
+  m.impl("sub.Tensor", TORCH_FN(sub_tensor));
+  m.impl("sub_.Tensor", TORCH_FN(sub__tensor));
+  m.impl("mul.Tensor", TORCH_FN(mul_tensor));
+  m.impl("mul_.Tensor", TORCH_FN(mul__tensor));
+  m.impl("div.Tensor", TORCH_FN(div_tensor));
+  m.impl("div_.Tensor", TORCH_FN(div__tensor));
+  m.impl("lerp.Scalar", TORCH_FN(lerp_scalar));
+  m.impl("lerp_.Scalar", TORCH_FN(lerp_scalar_));
+  m.impl("addcmul", TORCH_FN(addcmul));
+  m.impl("addcmul_", TORCH_FN(addcmul_));
+  m.impl("addcdiv", TORCH_FN(addcdiv));
+  m.impl("addcdiv_", TORCH_FN(addcdiv_));
+  m.impl("exp", TORCH_FN((unary<kExp, at::_ops::exp>)));
+  m.impl("exp_", TORCH_FN((unary_<kExp, at::_ops::exp_>)));
+  m.impl("log", TORCH_FN((unary<kLog, at::_ops::log>)));
+  m.impl("log_", TORCH_FN((unary_<kLog, at::_ops::log_>)));
+  m.impl("log2", TORCH_FN((unary<kLog2, at::_ops::log2>)));
+  m.impl("log2_", TORCH_FN((unary_<kLog2, at::_ops::log2_>)));
+  m.impl("log1p", TORCH_FN((unary<kLog1p, at::_ops::log1p>)));
+  m.impl("log1p_", TORCH_FN((unary_<kLog1p, at::_ops::log1p_>)));
+  m.impl("expm1", TORCH_FN((unary<kExpm1, at::_ops::expm1>)));
+  m.impl("expm1_", TORCH_FN((unary_<kExpm1, at::_ops::expm1_>)));
+  m.impl("sqrt", TORCH_FN((unary<kSqrt, at::_ops::sqrt>)));
+  m.impl("sqrt_", TORCH_FN((unary_<kSqrt, at::_ops::sqrt_>)));
+  m.impl("rsqrt", TORCH_FN((unary<kRsqrt, at::_ops::rsqrt>)));
+  m.impl("rsqrt_", TORCH_FN((unary_<kRsqrt, at::_ops::rsqrt_>)));
+  m.impl("sin", TORCH_FN((unary<kSin, at::_ops::sin>)));
+  m.impl("sin_", TORCH_FN((unary_<kSin, at::_ops::sin_>)));
+  m.impl("cos", TORCH_FN((unary<kCos, at::_ops::cos>)));
+  m.impl("cos_", TORCH_FN((unary_<kCos, at::_ops::cos_>)));
+  m.impl("erf", TORCH_FN((unary<kErf, at::_ops::erf>)));
+  m.impl("erf_", TORCH_FN((unary_<kErf, at::_ops::erf_>)));
+  m.impl("reciprocal", TORCH_FN((unary<kReciprocal, at::_ops::reciprocal>)));
+  m.impl("reciprocal_", TORCH_FN((unary_<kReciprocal, at::_ops::reciprocal_>)));
+  m.impl("sigmoid", TORCH_FN((unary<kSigmoid, at::_ops::sigmoid>)));
+  m.impl("sigmoid_", TORCH_FN((unary_<kSigmoid, at::_ops::sigmoid_>)));
+  m.impl("tanh", TORCH_FN((unary<kTanh, at::_ops::tanh>)));
+  m.impl("tanh_", TORCH_FN((unary_<kTanh, at::_ops::tanh_>)));
+  m.impl("neg", TORCH_FN((unary<kNeg, at::_ops::neg>)));
+  m.impl("neg_", TORCH_FN((unary_<kNeg, at::_ops::neg_>)));
+  m.impl("abs", TORCH_FN((unary<kAbs, at::_ops::abs>)));
+  m.impl("abs_", TORCH_FN((unary_<kAbs, at::_ops::abs_>)));
+  m.impl("threshold_backward", TORCH_FN(threshold_backward));
+  m.impl("gelu", TORCH_FN(gelu));
+  m.impl("gelu_backward", TORCH_FN(gelu_backward));
+  m.impl("mm", TORCH_FN(mm));
+  m.impl("bmm", TORCH_FN(bmm));
+  m.impl("addmm", TORCH_FN(addmm));
+  m.impl("sum.dim_IntList", TORCH_FN(sum_dim));
+  m.impl("_softmax", TORCH_FN(softmax));
+  m.impl("_log_softmax", TORCH_FN(log_softmax));
+  m.impl("_softmax_backward_data", TORCH_FN(softmax_backward));
+  m.impl("_log_softmax_backward_data", TORCH_FN(log_softmax_backward));
 }
 
 }  // namespace hpusim_fast
