@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "gemm_bf16_pack.h"
+
 enum { GB_MR = 6, GB_NR = 64 };
 
 // What a tile does with its sums.
@@ -76,6 +78,10 @@ static void gb_pack_panel(uint16_t *dst, const uint16_t *src, int64_t ls, int64_
 		// Pairs adjacent in memory (a row-major A, a transposed B such as F.linear's
 		// weight): a 32-bit transpose, 16 pairs of a line at a time.
 		int64_t kk0 = 0;
+		if (w % 16 == 0) { // B panels: whole 16 x 16 blocks transposed in registers
+			kk0 = full / 16 * 16;
+			gbp_pack_adjacent_pairs(d, src, ls, l0, w, wn, kk0);
+		}
 		for (; kk0 + 16 <= full; kk0 += 16) {
 			for (int64_t x = 0; x < wn; x++) {
 				const uint16_t *line = src + (l0 + x) * ls + 2 * kk0;

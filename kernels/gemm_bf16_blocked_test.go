@@ -156,9 +156,13 @@ func TestGemmBF16Blocked(t *testing.T) {
 		{1, 70, 9, 40, bf16Layout{trans: true, pad: 1}, bf16Layout{trans: true, step: 2}},
 		{3, 9, 20, 18, bf16Layout{off: 1}, bf16Layout{bcastB: true}},
 		{3, 9, 20, 18, bf16Layout{bcastB: true}, bf16Layout{trans: true, off: 1}},
-		{2, 64, 200, 301, bf16Layout{}, bf16Layout{}},                  // parallel, odd k: A packed
-		{2, 130, 96, 256, bf16Layout{}, bf16Layout{trans: true}},       // parallel, transposed product
-		{1, 200, 70, 130, bf16Layout{trans: true}, bf16Layout{}},       // split by rows
+		{2, 64, 200, 301, bf16Layout{}, bf16Layout{}},            // parallel, odd k: A packed
+		{2, 130, 96, 256, bf16Layout{}, bf16Layout{trans: true}}, // parallel, transposed product
+		{1, 200, 70, 130, bf16Layout{trans: true}, bf16Layout{}}, // split by rows
+		// Transposed product: A^T packed from rows with adjacent pairs, whole 16 x 16 blocks
+		// plus a tail of pairs, partial panels of 20 and 70 (64 + 6) lines.
+		{1, 20, 150, 70, bf16Layout{}, bf16Layout{trans: true}},
+		{1, 70, 200, 66, bf16Layout{pad: 2}, bf16Layout{trans: true}},
 		{1, 8, 20, 2*gbKC2 + 6, bf16Layout{}, bf16Layout{}},            // two k blocks
 		{1, 9, 37, 2*gbKC2 + 3, bf16Layout{}, bf16Layout{trans: true}}, // two k blocks, odd k
 		// Expanded operands (row or column stride 0), which must not be read in place: the

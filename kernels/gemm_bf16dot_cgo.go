@@ -8,6 +8,8 @@ package kernels
 #include <string.h>
 #include <immintrin.h>
 
+#include "gemm_bf16_pack.h"
+
 // bfloat16 GEMM on CPUs with AVX512-BF16: VDPBF16PS multiplies pairs of bf16 values
 // exactly and adds them into float32 accumulators, so neither operand is widened in
 // memory. Operands are packed into k-pair interleaved panels:
@@ -47,10 +49,35 @@ static void pack_rows_nr(uint16_t *dst, const uint16_t *src, int64_t ks, int64_t
 	}
 }
 
+// pack_pairs' case of pairs adjacent in memory (ks 1: convolution's column matrix as
+// the weight gradient's B) for NR-wide panels: 16 x 16 blocks of pairs transposed in
+// registers (gemm_bf16_pack.h), the pairs past the last whole block one at a time.
+__attribute__((target("avx512f")))
+static void pack_adjacent_nr(uint16_t *dst, const uint16_t *src, int64_t ls, int64_t lines, int64_t k) {
+	int64_t k2 = (k + 1) / 2, full = k / 2, full16 = full / 16 * 16, panels = (lines + NR - 1) / NR;
+	for (int64_t p = 0; p < panels; p++) {
+		int64_t l0 = p * NR, wn = lines - l0 < NR ? lines - l0 : NR;
+		uint32_t *d = (uint32_t *)(dst + p * k2 * NR * 2);
+		gbp_pack_adjacent_pairs(d, src, ls, l0, NR, wn, full16);
+		for (int64_t x = 0; x < NR; x++) {
+			const uint16_t *line = src + (l0 + x) * ls;
+			for (int64_t kk = full16; kk < k2; kk++) {
+				uint32_t v = 0;
+				if (x < wn) v = (uint32_t)line[2 * kk] | (2 * kk + 1 < k ? (uint32_t)line[2 * kk + 1] << 16 : 0);
+				d[kk * NR + x] = v;
+			}
+		}
+	}
+}
+
 // Packs lines [0, lines) (line l's k-th element at src[l*ls + k*ks]) into panels of
 // width lines, [ceil(k/2)][width][2] each, zero past the last line and past k.
 static void pack_pairs(uint16_t *dst, const uint16_t *src, int64_t ls, int64_t ks, int64_t lines, int64_t k, int width) {
 	int64_t k2 = (k + 1) / 2, panels = (lines + width - 1) / width;
+	if (ks == 1 && ls != 1 && width == NR) {
+		pack_adjacent_nr(dst, src, ls, lines, k);
+		return;
+	}
 	if (ls == 1 && ks != 1 && width == NR) {
 		pack_rows_nr(dst, src, ks, lines, k);
 		return;
