@@ -606,18 +606,50 @@ func maxPool2x2BF16(out, idx, in Tensor) {
 
 // maxPoolBackwardBF16 is MaxPool2dBackward for contiguous bfloat16 tensors: the generic
 // kernel's float64 sums per plane and one rounding per element, without its per-element
-// row loads.
+// row loads. A plane whose indices are all distinct (windows that do not overlap, as in
+// the usual 2x2 stride-2 pool) has one term per sum, so its result is that term as the
+// sum would round it (-0 becomes +0, a NaN the quiet 0x7fc0), scattered straight into
+// the zeroed plane; only a plane with a repeated index takes the float64 sums.
 func maxPoolBackwardBF16(gin, gout, idx Tensor) error {
 	hw := gin.Sizes[2] * gin.Sizes[3]
 	ohw := gout.Sizes[2] * gout.Sizes[3]
 	var bad error
 	var mu sync.Mutex
 	ParallelFor(gin.Sizes[0]*gin.Sizes[1], hw+ohw, func(lo, hi int64) {
-		acc := make([]float64, hw)
+		var acc []float64
+		seen := make([]bool, hw)
 		for pc := lo; pc < hi; pc++ {
 			g := unsafe.Slice((*uint16)(at(gin.Ptr, pc*hw*2)), hw)
 			ys := unsafe.Slice((*uint16)(at(gout.Ptr, pc*ohw*2)), ohw)
 			ks := unsafe.Slice((*int64)(at(idx.Ptr, pc*ohw*8)), ohw)
+			clear(g)
+			clear(seen)
+			repeated := false
+			for i, k := range ks {
+				if uint64(k) >= uint64(hw) {
+					continue // reported by the float64 pass below
+				}
+				if seen[k] {
+					repeated = true
+					break
+				}
+				seen[k] = true
+				g[k] = poolGradTerm(ys[i])
+			}
+			if !repeated {
+				for _, k := range ks {
+					if uint64(k) >= uint64(hw) {
+						repeated = true // take the pass that reports it
+						break
+					}
+				}
+			}
+			if !repeated {
+				continue
+			}
+			if acc == nil {
+				acc = make([]float64, hw)
+			}
 			clear(acc)
 			for i, k := range ks {
 				if uint64(k) >= uint64(hw) {
@@ -634,4 +666,16 @@ func maxPoolBackwardBF16(gin, gout, idx Tensor) error {
 		}
 	})
 	return bad
+}
+
+// poolGradTerm is F32ToBF16(float32(0.0 + float64(y))) for bfloat16 bits y: a sum of
+// one term.
+func poolGradTerm(y uint16) uint16 {
+	switch {
+	case y&0x7fff == 0:
+		return 0 // +0 + -0 is +0
+	case y&0x7fff > 0x7f80:
+		return 0x7fc0 // NaN, quieted
+	}
+	return y
 }

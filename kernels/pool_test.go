@@ -96,23 +96,31 @@ func TestMaxPoolBF16FastMatchesGeneric(t *testing.T) {
 	for i := range g {
 		g[i] = F32ToBF16(r.Float32()*4 - 2)
 	}
+	g[1], g[2], g[4] = 0x8000, 0xffc1, 0x7f80 // -0, a signalling-looking NaN, +inf
+	check := func(what string) {
+		g1, g2 := make([]uint16, n), make([]uint16, n)
+		for i := range g1 {
+			g1[i] = 0x1234 // every element is written
+		}
+		if err := maxPoolBackwardBF16(mk(unsafe.Pointer(&g1[0]), BFloat16, sh), mk(unsafe.Pointer(&g[0]), BFloat16, osz),
+			mk(unsafe.Pointer(&i1[0]), Int64, osz)); err != nil {
+			t.Fatal(err)
+		}
+		if err := MaxPool2dBackward(mk(unsafe.Pointer(&g2[0]), BFloat16, sh), mk(unsafe.Pointer(&g[0]), BFloat16, osz),
+			mk(unsafe.Pointer(&i1[0]), Int64, osz)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range g1 {
+			if g1[i] != g2[i] {
+				t.Fatalf("%s backward at %d: fast %x generic %x", what, i, g1[i], g2[i])
+			}
+		}
+	}
+	check("distinct indices") // every plane scattered directly
 	for i := range i1 {
 		if i%3 == 0 {
 			i1[i] = i1[i] - i1[i]%2 // some windows point at the same element as a neighbour
 		}
 	}
-	g1, g2 := make([]uint16, n), make([]uint16, n)
-	if err := maxPoolBackwardBF16(mk(unsafe.Pointer(&g1[0]), BFloat16, sh), mk(unsafe.Pointer(&g[0]), BFloat16, osz),
-		mk(unsafe.Pointer(&i1[0]), Int64, osz)); err != nil {
-		t.Fatal(err)
-	}
-	if err := MaxPool2dBackward(mk(unsafe.Pointer(&g2[0]), BFloat16, sh), mk(unsafe.Pointer(&g[0]), BFloat16, osz),
-		mk(unsafe.Pointer(&i1[0]), Int64, osz)); err != nil {
-		t.Fatal(err)
-	}
-	for i := range g1 {
-		if g1[i] != g2[i] {
-			t.Fatalf("backward at %d: fast %x generic %x", i, g1[i], g2[i])
-		}
-	}
+	check("repeated indices")
 }
