@@ -4,16 +4,21 @@
 
 Each mode runs in its own process (lazy mode is chosen at import):
   cpu       PyTorch CPU eager
-  eager     hpu eager (PT_HPU_LAZY_MODE=0)
-  lazy      hpu lazy, a mark_step per call / per step
+  eager     hpu eager mode (PT_HPU_LAZY_MODE=0): the "hpu eager calls"
+  lazy      hpu lazy mode, a mark_step per call / per step: eager calls in lazy mode
   graph     hpu lazy, replaying an HPU graph (wrap_in_hpu_graph for inference; one
             HPUGraph over forward, loss, backward and optimizer step for training)
 Inference copies each batch to the device and calls the model under no_grad; training
-uses SGD with momentum (the same step for every mode). The four processes stay up and
-take turns: each round times one loop over distinct batches in every mode, one after the
-other, so a shared machine's changing load hits the modes alike (the first round warms
-up and captures). Times are the median over --rounds rounds, in milliseconds per call;
-compare ratios, and note the load.
+uses SGD with momentum (the same step for every mode).
+
+Timing, made for a shared 2-core machine. The four processes stay up and take turns: a
+round asks every mode, one after the other, for one timed loop (its length calibrated in
+the warm-up round to about --seconds), in alternating order (cpu, eager, lazy, graph,
+then graph, lazy, eager, cpu), so a changing load hits the modes alike. A ratio is
+computed per round, from that round's loops; the table shows the median over rounds and
+the lowest and highest round. Each loop also reports the process CPU time per call (all
+its threads), a second view that a busy machine disturbs less; its ratios are printed
+below the table. Compare ratios, not times, and note the load.
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ MODES = ("cpu", "eager", "lazy", "graph")
 BATCH = {"mlp": 32, "cnn": 16, "transformer": 8}
 
 
-def setup_inference(name: str, mode: str) -> Callable[[int], float]:
+def setup_inference(name: str, mode: str) -> Callable[[int], tuple[float, float]]:
     """A function timing `iters` inference calls (ms per call)."""
     import torch
     from hpusim_models import build, make_batches
@@ -47,17 +52,17 @@ def setup_inference(name: str, mode: str) -> Callable[[int], float]:
     batches = [x for x, _ in make_batches(name, BATCH[name], 8, seed=1)]
 
     @torch.no_grad()
-    def timed(iters: int) -> float:
-        t0 = time.perf_counter()
+    def timed(iters: int) -> tuple[float, float]:
+        c0, t0 = time.process_time(), time.perf_counter()
         for i in range(iters):
             out = model(batches[i % len(batches)].to(dev))
             step()
         _ = out.sum().item()  # waits for the device work
-        return (time.perf_counter() - t0) / iters * 1e3
+        return (time.perf_counter() - t0) / iters * 1e3, (time.process_time() - c0) / iters * 1e3
     return timed
 
 
-def setup_training(name: str, mode: str) -> Callable[[int], float]:
+def setup_training(name: str, mode: str) -> Callable[[int], tuple[float, float]]:
     """A function timing `iters` training steps (ms per step)."""
     import torch
     import torch.nn.functional as F
@@ -107,46 +112,52 @@ def setup_training(name: str, mode: str) -> Callable[[int], float]:
             mark()
             return loss
 
-    def timed(iters: int) -> float:
-        t0 = time.perf_counter()
+    def timed(iters: int) -> tuple[float, float]:
+        c0, t0 = time.process_time(), time.perf_counter()
         for i in range(iters):
             x, y = batches[i % len(batches)]
             loss = train_step(x, y)
         _ = float(loss.item())
-        return (time.perf_counter() - t0) / iters * 1e3
+        return (time.perf_counter() - t0) / iters * 1e3, (time.process_time() - c0) / iters * 1e3
     return timed
 
 
 def child(args) -> None:
-    """Serve rounds: read "<kind>/<model> <iters>" lines, answer "T <ms per call>"."""
+    """Serve rounds: read "<kind>/<model> <iters>" lines, answer "T <wall ms per call> <cpu ms per call>"."""
     import torch
     torch.set_num_threads(args.threads)  # the CPU baseline uses the cores hpusim uses
     if args.child != "cpu":
         import habana_frameworks.torch  # noqa: F401  (lazy mode does not autoload it)
-    loops: dict[str, Callable[[int], float]] = {}
+    loops: dict[str, Callable[[int], tuple[float, float]]] = {}
     print("READY", flush=True)
     for line in sys.stdin:
         key, iters = line.split()
         if key not in loops:
             kind, name = key.split("/")
             loops[key] = (setup_inference if kind == "infer" else setup_training)(name, args.child)
-        print(f"T {loops[key](int(iters))}", flush=True)
+        wall, cpu = loops[key](int(iters))
+        print(f"T {wall} {cpu}", flush=True)
+
+
+def spread(xs: list[float]) -> str:
+    """median [lowest-highest] of per-round values."""
+    return f"{statistics.median(xs):.2f}x [{min(xs):.2f}-{max(xs):.2f}]"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="fewer iterations and rounds")
+    ap.add_argument("--quick", action="store_true", help="shorter loops and fewer rounds")
     ap.add_argument("--models", default="mlp,cnn,transformer")
-    ap.add_argument("--iters", type=int, default=None)
+    ap.add_argument("--seconds", type=float, default=None, help="length of one timed loop (calibrated)")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
     ap.add_argument("--out", default=None, help="write the results as JSON")
     ap.add_argument("--child", choices=MODES, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.iters is None:
-        args.iters = 20 if args.quick else 50
+    if args.seconds is None:
+        args.seconds = 0.1 if args.quick else 0.25
     if args.rounds is None:
-        args.rounds = 3 if args.quick else 7
+        args.rounds = 7 if args.quick else 11
     if args.child:
         child(args)
         return
@@ -157,7 +168,7 @@ def main() -> None:
         procs[mode] = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     failed: set[str] = set()
 
-    def ask(mode: str, line: str) -> float | None:
+    def ask(mode: str, line: str) -> tuple[float, float] | None:
         p = procs[mode]
         if mode in failed:
             return None
@@ -169,7 +180,8 @@ def main() -> None:
                 if not out:
                     raise EOFError
                 if out.startswith("T "):
-                    return float(out[2:])
+                    wall, cpu = out[2:].split()
+                    return float(wall), float(cpu)
         except (EOFError, BrokenPipeError):
             print(f"mode {mode} failed (exit {p.wait()})", file=sys.stderr)
             failed.add(mode)
@@ -179,32 +191,60 @@ def main() -> None:
         while not p.stdout.readline().startswith("READY"):
             pass
     keys = [f"{kind}/{name}" for name in args.models.split(",") for kind in ("infer", "train")]
-    times: dict[str, dict[str, list[float]]] = {m: {k: [] for k in keys} for m in MODES}
+    # per key, per round: mode -> (wall, cpu) ms per call
+    rounds: dict[str, list[dict[str, tuple[float, float]]]] = {k: [] for k in keys}
     loads: list[float] = []
     for k in keys:
-        for r in range(args.rounds + 1):  # round 0 warms up (and captures)
+        # Warm-up round: captures, then calibrates each mode's loop to about --seconds.
+        iters: dict[str, int] = {}
+        for mode in MODES:
+            ask(mode, f"{k} 3")
+            t = ask(mode, f"{k} 3")
+            if t is not None:
+                iters[mode] = max(3, int(args.seconds * 1e3 / max(t[0], 1e-3)))
+        for r in range(args.rounds):
             loads.append(os.getloadavg()[0])
-            for mode in MODES:
-                t = ask(mode, f"{k} {args.iters}")
-                if r and t is not None:
-                    times[mode][k].append(t)
+            order = MODES if r % 2 == 0 else MODES[::-1]
+            got = {}
+            for mode in order:
+                if mode in iters:
+                    t = ask(mode, f"{k} {iters[mode]}")
+                    if t is not None:
+                        got[mode] = t
+            rounds[k].append(got)
     for p in procs.values():
         p.stdin.close()
         p.wait()
-    results = {m: {k: statistics.median(v) for k, v in ts.items() if v} for m, ts in times.items()}
-    print(f"{'ms per call':<20}" + "".join(f"{m:>10}" for m in MODES) + f"{'eager/graph':>13}{'cpu/graph':>11}")
+
+    def per_round(k: str, num: str, den: str, which: int) -> list[float]:
+        return [r[num][which] / r[den][which] for r in rounds[k] if num in r and den in r]
+
+    def med(k: str, mode: str, which: int) -> float | None:
+        xs = [r[mode][which] for r in rounds[k] if mode in r]
+        return statistics.median(xs) if xs else None
+
+    pairs = (("eager", "graph"), ("lazy", "graph"), ("cpu", "graph"), ("cpu", "eager"))
+    print(f"ms per call (median of {args.rounds} rounds)")
+    print(f"{'':<18}" + "".join(f"{m:>9}" for m in MODES) + "".join(f"{a + '/' + b:>22}" for a, b in pairs))
+    results: dict[str, dict] = {}
     for k in keys:
-        row = [results.get(m, {}).get(k) for m in MODES]
-        cells = "".join(f"{v:>10.3f}" if v is not None else f"{'-':>10}" for v in row)
-        g = results["graph"].get(k)
-        e = results["eager"].get(k)
-        c = results["cpu"].get(k)
-        ratio = lambda a: f"{a / g:.2f}x" if a and g else "-"  # noqa: E731
-        print(f"{k:<20}{cells}{ratio(e):>13}{ratio(c):>11}")
-    print(f"load average (1 min) during the rounds: {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores")
+        row = [med(k, m, 0) for m in MODES]
+        cells = "".join(f"{v:>9.3f}" if v is not None else f"{'-':>9}" for v in row)
+        ratios = {f"{a}/{b}": per_round(k, a, b, 0) for a, b in pairs}
+        cpu_ratios = {f"{a}/{b}": per_round(k, a, b, 1) for a, b in pairs}
+        print(f"{k:<18}{cells}" + "".join(f"{spread(v) if v else '-':>22}" for v in ratios.values()))
+        results[k] = {"ms": dict(zip(MODES, row)), "cpu_ms": {m: med(k, m, 1) for m in MODES},
+                      "ratio_rounds": ratios, "cpu_ratio_rounds": cpu_ratios,
+                      "ratio": {n: statistics.median(v) for n, v in ratios.items() if v}}
+    print("process CPU time per call, ratios (median [lowest-highest round]):")
+    for k in keys:
+        print(f"{k:<18}" + "".join(f"{n:>12} {spread(v) if v else '-':<20}"
+                                   for n, v in results[k]["cpu_ratio_rounds"].items()))
+    print(f"ratios: per round, median [lowest-highest]; load average (1 min) during the rounds: "
+          f"{min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"results": results, "iters": args.iters, "rounds": args.rounds, "batch": BATCH,
+            json.dump({"results": results, "seconds": args.seconds, "rounds": args.rounds, "batch": BATCH,
                        "threads": args.threads, "load": [min(loads), max(loads)]}, f, indent=1)
 
 

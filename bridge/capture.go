@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"hpusim/device"
@@ -248,6 +249,7 @@ type Recipe struct {
 	pins     []uintptr
 	scratch  []unsafe.Pointer // internal storages the recipe owns
 	released bool
+	reason   string // replayReason
 }
 
 // segment is one mark_step segment of a recipe: its nodes as a graph of their own
@@ -262,10 +264,68 @@ type segment struct {
 	rnd0    int            // the run's draw pair for random[0]
 	rebind  []argRef       // operands over the storages a run rebinds (inputs, outputs)
 	runG    *graph         // the bound graph synchronous runs reuse (guarded by Recipe.mu)
+	// Bound graphs launches reuse once the worker is done with them (recycle): a replay
+	// allocates no graph, node or operand.
+	poolMu  sync.Mutex
+	pool    []*boundGraph
+	recycle func(*graph) // s.put, made once
+	bound   map[*graph]*boundGraph
 	// renews marks the ordinals a run gives new contents whatever they held: temporaries
 	// of the capture, and storages whose first access entirely overwrites them. A replay
 	// after a failed one makes those valid again instead of refusing to run.
 	renews []bool
+}
+
+// boundGraph is a graph from newBound with the storages it was made with: launchBound
+// swaps the rebound ones for the engine's, a reuse swaps them back.
+type boundGraph struct {
+	g   *graph
+	own []*storage
+}
+
+// take returns a bound graph for a launch: a recycled one, or a new one.
+func (s *segment) take() *graph {
+	s.poolMu.Lock()
+	defer s.poolMu.Unlock()
+	if n := len(s.pool); n > 0 {
+		b := s.pool[n-1]
+		s.pool = s.pool[:n-1]
+		return b.g
+	}
+	g := s.newBound()
+	if s.bound == nil {
+		s.bound = map[*graph]*boundGraph{}
+		s.recycle = s.put
+	}
+	s.bound[g] = &boundGraph{g: g, own: append([]*storage(nil), g.stos...)}
+	return g
+}
+
+// put takes back a bound graph the worker has run and released. Its own storages that
+// the engine still tracks (a later graph uses them, or a failure poisoned them) stay the
+// engine's: the graph gets new ones for its next launch.
+func (s *segment) put(g *graph) {
+	s.poolMu.Lock()
+	b := s.bound[g]
+	s.poolMu.Unlock()
+	if b == nil {
+		return
+	}
+	if e := eng; e != nil {
+		e.mu.Lock()
+		for i, st := range b.own {
+			if st != s.g.stos[i] && e.stos[st.base] == st {
+				b.own[i] = &storage{ptr: st.ptr, base: st.base, size: st.size}
+			}
+		}
+		e.mu.Unlock()
+	}
+	copy(g.stos, b.own)
+	g.seq, g.taken, g.done, g.streamErr, g.streamAt, g.reuseFrom, g.early = 0, 0, 0, nil, 0, 0, nil
+	g.launched.Store(0)
+	s.poolMu.Lock()
+	s.pool = append(s.pool, b)
+	s.poolMu.Unlock()
 }
 
 // argRef names operand arg of node node.
@@ -724,6 +784,9 @@ func LaunchRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 	if e == nil {
 		return RunRecipe(r, in, out, rnd)
 	}
+	// The host is busy (it runs Python between replays): kernels keep to the worker's
+	// thread instead of waking a helper that would spin on the host's core.
+	e.lastRecord.Store(int64(time.Since(engineEpoch)))
 	if err := e.launchCurrent("recipe launch"); err != nil {
 		return err
 	}
@@ -736,25 +799,40 @@ func LaunchRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 		r.mu.Unlock()
 		return err
 	}
-	gs := make([]*graph, len(r.segs))
-	for i, s := range r.segs {
-		gs[i] = s.newBound() // queued: graphs of their own
-		s.bindInto(gs[i], r.inputs, in, out, rnd)
+	var one [1]*graph
+	gs := one[:0]
+	if len(r.segs) > 1 {
+		gs = make([]*graph, 0, len(r.segs))
+	}
+	for _, s := range r.segs {
+		g := s.take() // queued: graphs of their own until the worker is done with them
+		s.bindInto(g, r.inputs, in, out, rnd)
+		gs = append(gs, g)
 	}
 	r.mu.Unlock()
 	for i, g := range gs {
-		if err := e.launchBound(g, r.segs[i].p, replayPrefix+r.id, r.segs[i].renews); err != nil {
+		s := r.segs[i]
+		if err := e.launchBound(g, s.p, r.replayReason(), s.renews, s.recycle); err != nil {
 			return err
 		}
 	}
 	return e.takeErr()
 }
 
+// replayReason is the launch reason of the recipe's replays (made once).
+func (r *Recipe) replayReason() string {
+	if r.reason == "" {
+		r.reason = replayPrefix + r.id
+	}
+	return r.reason
+}
+
 // launchBound queues a graph already bound to its storages and compiled (a recipe run):
 // its storages join the engine's bookkeeping (references, last writer) as a recorded
 // graph's do at launch. A storage a failed graph poisoned stops the launch, unless the
 // graph gives it new contents whatever it held (renews): then it is valid again.
-func (e *engine) launchBound(g *graph, p *plan, reason string, renews []bool) error {
+// done, when set, takes the graph back once the worker has run and released it.
+func (e *engine) launchBound(g *graph, p *plan, reason string, renews []bool, done func(*graph)) error {
 	e.launchMu.Lock()
 	defer e.launchMu.Unlock()
 	e.mu.Lock()
@@ -767,7 +845,10 @@ func (e *engine) launchBound(g *graph, p *plan, reason string, renews []bool) er
 	for i, s := range g.stos {
 		st := e.stos[s.base]
 		if st == nil {
-			st = &storage{ptr: s.ptr, base: s.base, size: s.size}
+			// The graph's own storage becomes the engine's (the bound graph is the
+			// recipe's: put gives it new ones if the engine still holds these then).
+			st = s
+			st.refs, st.lastWrite, st.lastUse, st.lastWriteNode, st.freed, st.poison = 0, 0, 0, 0, false, nil
 			e.stos[s.base] = st
 		}
 		st.poison = nil // valid, or overwritten first by this graph
@@ -784,6 +865,6 @@ func (e *engine) launchBound(g *graph, p *plan, reason string, renews []bool) er
 	e.qmu.Lock()
 	e.inflight++
 	e.qmu.Unlock()
-	e.queue <- launch{g: g, p: p}
+	e.queue <- launch{g: g, p: p, done: done}
 	return nil
 }

@@ -123,3 +123,98 @@ func BenchmarkRecipeRunSmall(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkRecipeLaunchSmall(b *testing.B) {
+	t := &testing.T{}
+	r := rand.New(rand.NewSource(3))
+	x, y, out := randBuf(t, 64, r), randBuf(t, 64, r), newBuf(t, 64)
+	rec, _ := captureChain(t, x, y, out, false)
+	defer rec.Release()
+	in, o := []unsafe.Pointer{x.p, y.p}, []unsafe.Pointer{out.p}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := LaunchRecipe(rec, in, o, nil); err != nil {
+			b.Fatal(err)
+		}
+		if i%64 == 63 {
+			eng.wait()
+		}
+	}
+	eng.wait()
+}
+
+// A replay (LaunchRecipe) reuses its bound graphs once the worker is done with them: a
+// launch allocates nothing beyond what its kernels do (host and worker), and the results
+// stay right launch after launch.
+func TestRecipeLaunchReusesBoundGraphs(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	x, out := randBuf(t, 256, r), newBuf(t, 256)
+	copyOp := opID(t, "copy")
+	if err := BeginCapture(false, true); err != nil {
+		t.Fatal(err)
+	}
+	tmp := newBuf(t, 256)
+	NoteAlloc(tmp.p)
+	NoteAlloc(out.p)
+	run := func(dst, src kernels.Tensor) {
+		if err := Execute(copyOp, &Call{T: []kernels.Tensor{dst, src}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(tmp.all(), x.all())
+	if err := Step(false, "mark_step"); err != nil {
+		t.Fatal(err)
+	}
+	run(out.all(), tmp.all())
+	if err := Free(tmp.p); err != nil {
+		t.Fatal(err)
+	}
+	span := uintptr(4 * 256)
+	rec, info, err := EndCapture([]uintptr{uintptr(x.p)}, []uintptr{uintptr(x.p)}, []uintptr{uintptr(x.p)},
+		[]uintptr{uintptr(x.p) + span}, []uintptr{uintptr(out.p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	if info.Segments != 2 {
+		t.Fatalf("unexpected capture info %+v", info)
+	}
+	in, o := []unsafe.Pointer{x.p}, []unsafe.Pointer{out.p}
+	launch := func() {
+		if err := LaunchRecipe(rec, in, o, nil); err != nil {
+			t.Fatal(err)
+		}
+		eng.wait() // the worker is done: the next launch takes the graphs back
+	}
+	launch()
+	mu.RLock()
+	op := byName["copy"]
+	mu.RUnlock()
+	tmp2 := newBuf(t, 256)
+	calls := []*Call{{T: []kernels.Tensor{tmp2.all(), x.all()}}, {T: []kernels.Tensor{out.all(), tmp2.all()}}}
+	kernelsOnly := testing.AllocsPerRun(50, func() { // the two copies, run directly
+		for _, c := range calls {
+			if err := runKernel(op, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	n := testing.AllocsPerRun(50, launch)
+	t.Logf("allocations per launch %v, by its kernels run directly %v", n, kernelsOnly)
+	if n > kernelsOnly {
+		t.Fatalf("a launch allocated %v times, its kernels %v", n, kernelsOnly)
+	}
+	for k := 0; k < 3; k++ {
+		x2, out2 := randBuf(t, 256, r), newBuf(t, 256)
+		if err := LaunchRecipe(rec, []unsafe.Pointer{x2.p}, []unsafe.Pointer{out2.p}, nil); err != nil {
+			t.Fatal(err)
+		}
+		eng.wait()
+		for i := range out2.f32() {
+			if out2.f32()[i] != x2.f32()[i] {
+				t.Fatalf("launch %d result %d: %v != %v", k, i, out2.f32()[i], x2.f32()[i])
+			}
+		}
+	}
+}

@@ -58,6 +58,8 @@ type graph struct {
 	reuse     bool
 	reuseFrom int
 	early     []bool
+
+	run *runScratch // reused by runBound and runGroup (run.go)
 }
 
 func newGraph() *graph { return &graph{ord: map[uintptr]int32{}} }

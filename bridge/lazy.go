@@ -40,9 +40,10 @@ type storage struct {
 }
 
 type launch struct {
-	g   *graph
-	p   *plan
-	err error // compilation failed: the worker fails the graph instead of running it
+	g    *graph
+	p    *plan
+	err  error        // compilation failed: the worker fails the graph instead of running it
+	done func(*graph) // takes the graph back after its release (a recipe's bound graph)
 }
 
 type engine struct {
@@ -443,7 +444,7 @@ func (e *engine) launchCurrent(reason string) error {
 	e.qmu.Lock()
 	e.inflight++
 	e.qmu.Unlock()
-	e.queue <- launch{g, p, err}
+	e.queue <- launch{g: g, p: p, err: err}
 	e.mu.Lock()
 	e.closing--
 	e.mu.Unlock()
@@ -587,6 +588,9 @@ func (e *engine) runLaunch(l launch) {
 	e.qcond.Broadcast()
 	waiters := e.waiters
 	e.qmu.Unlock()
+	if l.done != nil {
+		l.done(l.g) // after its last use here: a reuse renumbers the graph
+	}
 	if waiters > 0 {
 		runtime.Gosched() // let a woken host go on now (see progress)
 	}

@@ -101,7 +101,15 @@ type runProgress struct {
 }
 
 func newProgress(g *graph, p *plan) *runProgress {
-	r := &runProgress{done: make([]bool, len(g.nodes))}
+	if g.run == nil {
+		g.run = &runScratch{}
+	}
+	r := &g.run.prog // a recycled graph (a recipe replay) reuses it
+	if cap(r.done) < len(g.nodes) {
+		r.done = make([]bool, len(g.nodes))
+	}
+	r.done, r.pos = r.done[:len(g.nodes)], 0
+	clear(r.done)
 	for i := range min(g.done, len(g.nodes)) {
 		r.done[i] = true
 	}
@@ -169,28 +177,67 @@ func runNode(n *node) (err error) {
 // runBound runs node ni with its operands bound as the plan runs them (reuse buffers).
 func runBound(g *graph, p *plan, ni int) (err error) {
 	n := &g.nodes[ni]
-	if !g.reuse {
-		return runNode(n)
-	}
 	defer recovered(&err)
-	c := Call{T: make([]kernels.Tensor, len(n.args)), I: n.ints, F: n.fl}
+	c := g.scratchCall(n)
 	for i, a := range n.args {
-		c.T[i] = bound(g, p, a)
+		c.T[i] = a.t
+		if g.reuse {
+			c.T[i] = bound(g, p, a)
+		}
 	}
-	return n.op.Run(&c)
+	return n.op.Run(c)
+}
+
+// scratchCall is the graph's reusable Call for node n (a graph runs one node at a time):
+// a replay of a recipe allocates no Call per node.
+func (g *graph) scratchCall(n *node) *Call {
+	if g.run == nil {
+		g.run = &runScratch{}
+	}
+	if cap(g.run.t) < len(n.args) {
+		g.run.t = make([]kernels.Tensor, len(n.args))
+	}
+	g.run.call = Call{T: g.run.t[:len(n.args)], I: n.ints, F: n.fl}
+	return &g.run.call
+}
+
+// runScratch holds what running a graph's steps needs, reused from step to step.
+type runScratch struct {
+	call  Call
+	t     []kernels.Tensor
+	ops   []kernels.FusedOperand
+	steps []kernels.FusedStep
+	pad   [][4]float64
+	prog  runProgress
 }
 
 func runGroup(g *graph, p *plan, fg *fusedGroup) (failed int, err error) {
 	failed = fg.nodes[0]
 	defer recovered(&err)
-	ops := make([]kernels.FusedOperand, len(fg.reps))
+	if g.run == nil {
+		g.run = &runScratch{}
+	}
+	sc := g.run
+	if cap(sc.ops) < len(fg.reps) {
+		sc.ops = make([]kernels.FusedOperand, len(fg.reps))
+	}
+	if cap(sc.steps) < len(fg.steps) {
+		sc.steps = make([]kernels.FusedStep, len(fg.steps))
+		sc.pad = make([][4]float64, len(fg.steps))
+	}
+	ops, steps := sc.ops[:len(fg.reps)], sc.steps[:len(fg.steps)]
 	for k, r := range fg.reps {
 		ops[k] = kernels.FusedOperand{T: bound(g, p, g.nodes[r[0]].args[r[1]]), Virtual: fg.virtual[k]}
 	}
-	steps := make([]kernels.FusedStep, len(fg.steps))
 	for k, s := range fg.steps {
 		n := &g.nodes[fg.nodes[k]]
-		steps[k] = kernels.FusedStep{Op: s.op, CDT: kernels.DType(n.ints[0]), Out: s.out, Ins: s.ins, P: n.fl}
+		fl := n.fl
+		if len(fl) < 4 { // FusedElementwise pads to 4 parameters: here, without allocating
+			sc.pad[k] = [4]float64{}
+			copy(sc.pad[k][:], fl)
+			fl = sc.pad[k][:]
+		}
+		steps[k] = kernels.FusedStep{Op: s.op, CDT: kernels.DType(n.ints[0]), Out: s.out, Ins: s.ins, P: fl}
 	}
 	sizes := g.nodes[fg.nodes[0]].args[0].t.Sizes
 	k, err := kernels.FusedElementwise(sizes, ops, steps)

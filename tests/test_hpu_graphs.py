@@ -136,6 +136,108 @@ def test_training_capture_and_replay_with_optimizer_inside():
     assert g._recipe.stats["nodes"] > 20
 
 
+def _lightning_flow(model, opt, data, graphs_on: bool, dev: str) -> tuple[list[float], list[float]]:
+    """lightning-habana's TRAIN_CAPTURE_AND_REPLAY test model (test_hpu_graphs.py) as a plain
+    loop: a warm-up step and the capture both run on the zero-filled static tensors (the
+    test copies data in only before replays), then replays over real batches; validation
+    under inference_mode computes an accuracy on whatever the static tensors hold at batch
+    0, replays its not-yet-captured graph, captures at batch 1 and replays at batch 2.
+    Without graphs, a capture and a replay are the same code run directly.
+    Returns the losses and the accuracies the test logs."""
+    bs = data[0][0].shape[0]
+    si = torch.zeros(bs, 1, 28, 28, device=dev)
+    st = torch.zeros(bs, dtype=torch.int64, device=dev)
+    gt, gv = (torch.hpu.HPUGraph(), torch.hpu.HPUGraph()) if graphs_on else (None, None)
+
+    def train():
+        return F.cross_entropy(model(si), st)
+
+    losses, accs = [], []
+    model.train()
+    opt.zero_grad(set_to_none=True)  # batch 0: warm-up
+    loss = train()
+    loss.backward()
+    opt.step()
+    losses.append(float(loss))
+    opt.zero_grad(set_to_none=True)  # batch 1: capture
+    if graphs_on:
+        with torch.hpu.graph(gt):
+            static_loss = train()
+            static_loss.backward()
+            opt.step()
+    else:
+        static_loss = train()
+        static_loss.backward()
+        opt.step()
+    losses.append(float(static_loss))
+    for x, y in data[:3]:  # replays
+        si.copy_(x.to(dev))
+        st.copy_(y.to(dev))
+        if graphs_on:
+            gt.replay()
+        else:
+            opt.zero_grad(set_to_none=True)
+            static_loss = train()
+            static_loss.backward()
+            opt.step()
+        losses.append(float(static_loss))
+
+    def accuracy():
+        return torch.sum(torch.eq(torch.argmax(model(si), -1), st).to(torch.float32)) / len(st)
+
+    model.eval()
+    with torch.inference_mode():
+        for bi, (x, y) in enumerate(data[3:6]):
+            if bi == 0:
+                acc = accuracy()
+            if bi == 1:
+                if graphs_on:
+                    with torch.hpu.graph(gv):
+                        acc = accuracy()
+                else:
+                    acc = accuracy()
+            else:
+                si.copy_(x.to(dev))
+                st.copy_(y.to(dev))
+                if graphs_on:
+                    gv.replay()  # at batch 0 nothing is captured yet: a step marker only
+                elif bi == 2:
+                    acc = accuracy()
+                accs.append(float(acc))
+    return losses, accs
+
+
+@lazy_only
+def test_lightning_capture_and_replay_flow_matches_cpu_and_hpu_without_graphs():
+    # lightning-habana's test_hpu_graph_accuracy_train[baseline_vs_capture_and_replay]
+    # compares this model's val_acc with a baseline trained on real batches throughout;
+    # this one trains twice on the zero static tensors, so its accuracy is its own. What
+    # hpusim owes: replays compute what the same code computes run directly, on CPU and
+    # (dropout included, same random draws) on hpu.
+    data = [(x, y % 10) for x, y in batches(6, bs=48, seed=4)]
+    for x, y in data:
+        x.mul_(0.5).add_(y.view(-1, 1, 1, 1).float() / 5)  # learnable: the class shifts the pixels
+    torch.manual_seed(3)
+    cpu = Net(p=0.0)
+    hg = copy.deepcopy(cpu).to("hpu")
+    c_losses, c_accs = _lightning_flow(cpu, torch.optim.Adadelta(cpu.parameters(), lr=0.5), data, False, "cpu")
+    g_losses, g_accs = _lightning_flow(hg, torch.optim.Adadelta(hg.parameters(), lr=0.5), data, True, "hpu")
+    torch.testing.assert_close(g_losses, c_losses, rtol=1e-4, atol=1e-4)
+    assert g_accs == pytest.approx(c_accs, abs=1e-6)
+    assert_params_close(hg, cpu, tol=1e-4)
+    # Dropout inside the training graph: replays draw as the direct code does.
+    torch.manual_seed(5)
+    base = Net(p=0.5)
+    hg, hn = copy.deepcopy(base).to("hpu"), copy.deepcopy(base).to("hpu")
+    torch.hpu.manual_seed(11)
+    n_losses, n_accs = _lightning_flow(hn, torch.optim.Adadelta(hn.parameters(), lr=0.5), data, False, "hpu")
+    torch.hpu.manual_seed(11)
+    g_losses, g_accs = _lightning_flow(hg, torch.optim.Adadelta(hg.parameters(), lr=0.5), data, True, "hpu")
+    torch.testing.assert_close(g_losses, n_losses, rtol=1e-5, atol=1e-5)
+    assert g_accs == pytest.approx(n_accs, abs=1e-6)
+    assert_params_close(hg, hn.cpu(), tol=1e-5)
+
+
 @lazy_only
 def test_mark_step_inside_a_capture_ends_a_segment_and_replay_runs_them_in_order():
     # As on the bridge: each mark_step segment of the capture is a recipe of its own.
