@@ -15,8 +15,8 @@ import (
 // are rounded once), products on the GEMM micro-kernels.
 
 const (
-	attBr = 128 // query rows per tile
-	attBc = 128 // key columns per tile
+	attBr = 96 // query rows per tile (a multiple of the products' 12-row blocks)
+	attBc = 96 // key columns per tile (a multiple of 12 and 32: keys are rows of dK and dV)
 )
 
 // AttnParams are an attention call's attributes.
@@ -165,6 +165,62 @@ func kvBlocks(sh attShape, i0, rows int64, causal bool) int64 {
 	return (S + attBc - 1) / attBc
 }
 
+// attRows is rows [r0, r0+n) of head (b, h) of t as float32 rows with a leading
+// dimension: the tensor's own memory when it is float32 with unit column stride (no copy),
+// else widened into buf.
+func attRows(t Tensor, b, h, r0, n int64, buf []float32) (unsafe.Pointer, int64) {
+	if t.DType == Float32 && t.Strides[3] == 1 {
+		return at(t.Ptr, (b*t.Strides[0]+h*t.Strides[1]+r0*t.Strides[2])*4), t.Strides[2]
+	}
+	attLoad(buf, t, b, h, r0, n)
+	return f32p(buf), t.Sizes[3]
+}
+
+// attPackT writes head (b, h) of t ([B,H,S,C]) transposed, key block by key block: block
+// kb of dst is C x attBc, element (c, jj) = t[j0+jj][c], zero past S. These are the B
+// operands of Q K^T and dO V^T; each is packed once per head, not once per query block.
+func attPackT(dst []float32, t Tensor, b, h int64, tmp []float32) {
+	S, C := t.Sizes[2], t.Sizes[3]
+	for kb := int64(0); kb*attBc < S; kb++ {
+		blk := dst[kb*C*attBc : (kb+1)*C*attBc]
+		j0 := kb * attBc
+		cols := min(attBc, S-j0)
+		if cols < attBc {
+			clear(blk)
+		}
+		for jj := int64(0); jj < cols; jj++ {
+			attLoad(tmp[:C], t, b, h, j0+jj, 1)
+			for c, x := range tmp[:C] {
+				blk[int64(c)*attBc+jj] = x
+			}
+		}
+	}
+}
+
+// attPackHeads packs K^T (and, when vt is not nil, V^T) blocks of every key/value head.
+func attPackHeads(kt, vt []float32, k, v Tensor, sh attShape) {
+	kBlocks := (sh.S + attBc - 1) / attBc
+	D, Dv := sh.D, sh.Dv
+	ParallelFor(sh.B*sh.Hkv, sh.S*(D+Dv), func(lo, hi int64) {
+		tmp := make([]float32, max(D, Dv))
+		for u := lo; u < hi; u++ {
+			b, hk := u/sh.Hkv, u%sh.Hkv
+			attPackT(kt[u*kBlocks*D*attBc:(u+1)*kBlocks*D*attBc], k, b, hk, tmp)
+			if vt != nil {
+				attPackT(vt[u*kBlocks*Dv*attBc:(u+1)*kBlocks*Dv*attBc], v, b, hk, tmp)
+			}
+		}
+	})
+}
+
+// attKinds are the causal kinds of the products (attNoCausal without the causal limit).
+func attKinds(causal bool) (qk, qByK, kByQ attCausalKind) {
+	if causal {
+		return attQueryKey, attQueryByKey, attKeyByQuery
+	}
+	return attNoCausal, attNoCausal, attNoCausal
+}
+
 // AttentionForward writes out [B,Hq,L,Dv] and, per query row (float32 [B,Hq,L]), the
 // scores' max mx and the inverse of the softmax sum linv (the bridge's m and linv); a row
 // with every key masked gets mx = -inf, linv = 0 and an output of 0.
@@ -183,71 +239,91 @@ func AttentionForward(out, mxT, linvT, q, k, v Tensor, mask *Tensor, prm AttnPar
 	}
 	mxS, linvS := f32Of(mxT), f32Of(linvT)
 	qBlocks := (sh.L + attBr - 1) / attBr
+	kBlocks := (sh.S + attBc - 1) / attBc
 	group := sh.Hq / sh.Hkv
 	D, Dv := sh.D, sh.Dv
-	ParallelFor(sh.B*sh.Hq*qBlocks, sh.S*(D+Dv)*attBr, func(lo, hi int64) {
-		qt := make([]float32, attBr*D)
-		kt := make([]float32, attBc*D)
-		vt := make([]float32, attBc*Dv)
-		st := make([]float32, attBr*attBc)
-		ot := make([]float32, attBr*Dv)
-		m := make([]float32, attBr)
-		l := make([]float32, attBr)
-		alpha := make([]float32, attBr)
-		for u := lo; u < hi; u++ {
-			bh, qb := u/qBlocks, u%qBlocks
-			b, h := bh/sh.Hq, bh%sh.Hq
-			hk := h / group
-			i0 := qb * attBr
-			rows := min(attBr, sh.L-i0)
-			attLoad(qt, q, b, h, i0, rows)
-			clear(ot[:rows*Dv])
-			for r := range m[:rows] {
-				m[r], l[r] = negInf, 0
+	heads := sh.B * sh.Hkv
+	ktBuf := getF32(int(heads * kBlocks * D * attBc))
+	defer putF32(ktBuf)
+	kt := *ktBuf
+	attPackHeads(kt, nil, k, v, sh)
+	// V is read as it lies when it is float32 rows, else widened once per head.
+	vDirect := v.DType == Float32 && v.Strides[3] == 1
+	var vw []float32
+	if !vDirect {
+		vwBuf := getF32(int(heads * sh.S * Dv))
+		defer putF32(vwBuf)
+		vw = *vwBuf
+		ParallelFor(heads, sh.S*Dv, func(lo, hi int64) {
+			for u := lo; u < hi; u++ {
+				attLoad(vw[u*sh.S*Dv:(u+1)*sh.S*Dv], v, u/sh.Hkv, u%sh.Hkv, 0, sh.S)
 			}
-			nkb := kvBlocks(sh, i0, rows, prm.Causal)
-			for kb := int64(0); kb < nkb; kb++ {
-				j0 := kb * attBc
-				cols := min(attBc, sh.S-j0)
-				attLoad(kt, k, b, hk, j0, cols)
-				attLoad(vt, v, b, hk, j0, cols)
-				s := st[:rows*cols]
-				blasGemmSerial(false, true, int(rows), int(cols), int(D), float32(prm.Scale), f32p(qt), int(D),
-					f32p(kt), int(D), 0, f32p(s), int(cols))
-				attBias(s, rows, cols, i0, j0, b, h, mask, prm.Causal)
-				attOnlineSoftmax(s, rows, cols, m, l, alpha)
-				if prm.Fast {
-					roundBF16InPlace(s)
-				}
-				for r := int64(0); r < rows; r++ {
-					if a := alpha[r]; a != 1 {
-						o := ot[r*Dv : (r+1)*Dv]
-						for j := range o {
-							o[j] *= a
-						}
-					}
-				}
-				if prm.DropoutP > 0 {
-					attDropScale(s, rows, cols, i0, j0, bh, sh, prm)
-				}
-				blasGemmSerial(false, false, int(rows), int(Dv), int(cols), float32(1), f32p(s), int(cols),
-					f32p(vt), int(Dv), 1, f32p(ot), int(Dv))
-			}
-			for r := int64(0); r < rows; r++ {
-				o := ot[r*Dv : (r+1)*Dv]
-				if l[r] == 0 || m[r] == negInf {
-					clear(o)
-					mxS[bh*sh.L+i0+r], linvS[bh*sh.L+i0+r] = negInf, 0
-					continue
-				}
-				inv := 1 / l[r]
-				for j := range o {
-					o[j] *= inv
-				}
-				mxS[bh*sh.L+i0+r], linvS[bh*sh.L+i0+r] = m[r], inv
-			}
-			attStore(out, b, h, i0, rows, ot[:rows*Dv])
+		})
+	}
+	kindQK, kindQByK, _ := attKinds(prm.Causal)
+	nbh := sh.B * sh.Hq
+	RunParts(int(nbh*qBlocks), func(pi int) {
+		// Parts claimed in order: under the causal limit the query blocks that see the
+		// most keys come first, so the last parts the workers pick up are the short ones.
+		qb := qBlocks - 1 - int64(pi)/nbh
+		bh := int64(pi) % nbh
+		b, h := bh/sh.Hq, bh%sh.Hq
+		hk := h / group
+		u := b*sh.Hkv + hk
+		sp := getF32(int(attBr*D + attBr*attBc + attSlack + attBr*Dv + 3*attBr))
+		defer putF32(sp)
+		buf := *sp
+		qt, buf := buf[:attBr*D], buf[attBr*D:]
+		st, buf := buf[:attBr*attBc+attSlack], buf[attBr*attBc+attSlack:]
+		ot, buf := buf[:attBr*Dv], buf[attBr*Dv:]
+		m, l, alpha := buf[:attBr], buf[attBr:2*attBr], buf[2*attBr:3*attBr]
+		i0 := qb * attBr
+		rows := min(attBr, sh.L-i0)
+		qp, ldq := attRows(q, b, h, i0, rows, qt)
+		clear(ot[:rows*Dv])
+		for r := range m[:rows] {
+			m[r], l[r] = negInf, 0
 		}
+		nkb := kvBlocks(sh, i0, rows, prm.Causal)
+		for kb := int64(0); kb < nkb; kb++ {
+			j0 := kb * attBc
+			cols := min(attBc, sh.S-j0)
+			s := st[:rows*cols]
+			attGemm(rows, cols, D, qp, ldq, 1, f32p(kt[(u*kBlocks+kb)*D*attBc:]), attBc, f32p(s), cols,
+				float32(prm.Scale), false, nil, kindQK, i0-j0)
+			attBias(s, rows, cols, i0, j0, b, h, mask, prm.Causal)
+			attOnlineSoftmax(s, rows, cols, m, l, alpha)
+			if prm.Fast {
+				roundBF16InPlace(s)
+			}
+			if prm.DropoutP > 0 {
+				attDropScale(s, rows, cols, i0, j0, bh, sh, prm)
+			}
+			var vp unsafe.Pointer
+			ldv := Dv
+			if vDirect {
+				vp, ldv = at(v.Ptr, (b*v.Strides[0]+hk*v.Strides[1]+j0*v.Strides[2])*4), v.Strides[2]
+			} else {
+				vp = f32p(vw[(u*sh.S+j0)*Dv:])
+			}
+			// O = alpha O + P V: the running output rescaled to the new row max in the
+			// product's epilogue.
+			attGemm(rows, Dv, cols, f32p(s), cols, 1, vp, ldv, f32p(ot), Dv, 1, true, alpha[:rows], kindQByK, i0-j0)
+		}
+		for r := int64(0); r < rows; r++ {
+			o := ot[r*Dv : (r+1)*Dv]
+			if l[r] == 0 || m[r] == negInf {
+				clear(o)
+				mxS[bh*sh.L+i0+r], linvS[bh*sh.L+i0+r] = negInf, 0
+				continue
+			}
+			inv := 1 / l[r]
+			for j := range o {
+				o[j] *= inv
+			}
+			mxS[bh*sh.L+i0+r], linvS[bh*sh.L+i0+r] = m[r], inv
+		}
+		attStore(out, b, h, i0, rows, ot[:rows*Dv])
 	})
 	return nil
 }
@@ -255,7 +331,8 @@ func AttentionForward(out, mxT, linvT, q, k, v Tensor, mask *Tensor, prm AttnPar
 // AttentionBackward writes dq, dk, dv from the output gradient dout, the forward's
 // operands, its output out and its row statistics mx and linv; the probabilities are
 // recomputed as exp(s - lse) with lse = mx - log(linv), dropout regenerated from the same
-// stream.
+// stream. Work is split over (batch, key/value head, key blocks): each part owns its dk
+// and dv rows and sums its own dq, the parts' dq added in a fixed order at the end.
 func AttentionBackward(dq, dk, dv, dout, q, k, v, out, mxT, linvT Tensor, mask *Tensor, prm AttnParams) error {
 	sh, err := attCheck(q, k, v, mask)
 	if err != nil {
@@ -304,30 +381,41 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, out, mxT, linvT Tensor, mask *
 	if kBlocks == 0 || units == 0 {
 		return nil // no keys: the Python side zero-fills the gradients
 	}
+	ktBuf, vtBuf := getF32(int(units*kBlocks*D*attBc)), getF32(int(units*kBlocks*Dv*attBc))
+	defer putF32(ktBuf)
+	defer putF32(vtBuf)
+	ktAll, vtAll := *ktBuf, *vtBuf
+	attPackHeads(ktAll, vtAll, k, v, sh)
+	// Each (batch, key/value head) is cut into nch parts of interleaved key blocks when
+	// there are too few heads to keep the workers busy (interleaved, so that under the
+	// causal limit every part gets early and late keys alike).
 	w := int64(Workers())
 	nch := int64(1)
 	if units < 2*w {
 		nch = min(kBlocks, (2*w+units-1)/units)
 	}
-	per := (kBlocks + nch - 1) / nch
-	nch = (kBlocks + per - 1) / per
 	parts := units * nch
 	qBlocks := (sh.L + attBr - 1) / attBr
+	kindQK, kindQByK, kindKByQ := attKinds(prm.Causal)
 	dqAcc := make([][]float32, parts)
 	RunParts(int(parts), func(pi int) {
 		unit, ch := int64(pi)/nch, int64(pi)%nch
 		b, hk := unit/sh.Hkv, unit%sh.Hkv
 		acc := make([]float32, group*sh.L*D)
 		dqAcc[pi] = acc
-		kt, vt := make([]float32, attBc*D), make([]float32, attBc*Dv)
+		kt := make([]float32, attBc*D)
 		dkt, dvt := make([]float32, attBc*D), make([]float32, attBc*Dv)
 		qt, dot := make([]float32, attBr*D), make([]float32, attBr*Dv)
-		pt, dpt := make([]float32, attBr*attBc), make([]float32, attBr*attBc)
-		for kb := ch * per; kb < min(kBlocks, (ch+1)*per); kb++ {
+		pt, dpt := make([]float32, attBr*attBc+attSlack), make([]float32, attBr*attBc+attSlack)
+		var pdt []float32
+		if prm.DropoutP > 0 {
+			pdt = make([]float32, attBr*attBc+attSlack)
+		}
+		for kb := ch; kb < kBlocks; kb += nch {
 			j0 := kb * attBc
 			cols := min(attBc, sh.S-j0)
-			attLoad(kt, k, b, hk, j0, cols)
-			attLoad(vt, v, b, hk, j0, cols)
+			kp, ldk := attRows(k, b, hk, j0, cols, kt)
+			ktb, vtb := f32p(ktAll[(unit*kBlocks+kb)*D*attBc:]), f32p(vtAll[(unit*kBlocks+kb)*Dv*attBc:])
 			clear(dkt[:cols*D])
 			clear(dvt[:cols*Dv])
 			for g := int64(0); g < group; g++ {
@@ -339,37 +427,33 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, out, mxT, linvT Tensor, mask *
 					if prm.Causal && j0 > i0+rows-1 {
 						continue // every score of the tile is masked
 					}
-					attLoad(qt, q, b, h, i0, rows)
-					attLoad(dot, dout, b, h, i0, rows)
+					off := i0 - j0
+					qp, ldq := attRows(q, b, h, i0, rows, qt)
+					dop, lddo := attRows(dout, b, h, i0, rows, dot)
 					p := pt[:rows*cols]
-					blasGemmSerial(false, true, int(rows), int(cols), int(D), float32(prm.Scale), f32p(qt), int(D),
-						f32p(kt), int(D), 0, f32p(p), int(cols))
+					attGemm(rows, cols, D, qp, ldq, 1, ktb, attBc, f32p(p), cols, float32(prm.Scale), false, nil, kindQK, off)
 					attBias(p, rows, cols, i0, j0, b, h, mask, prm.Causal)
 					attProbs(p, rows, cols, lseS[bh*sh.L+i0:bh*sh.L+i0+rows])
 					if prm.Fast {
 						roundBF16InPlace(p)
 					}
 					dp := dpt[:rows*cols]
-					blasGemmSerial(false, true, int(rows), int(cols), int(Dv), float32(1), f32p(dot), int(Dv),
-						f32p(vt), int(Dv), 0, f32p(dp), int(cols))
+					attGemm(rows, cols, Dv, dop, lddo, 1, vtb, attBc, f32p(dp), cols, 1, false, nil, kindQK, off)
+					pv := p
 					if prm.DropoutP > 0 {
 						// dV takes the dropped, rescaled probabilities; dP flows back through
 						// the same mask and scale.
-						pd := make([]float32, len(p))
-						copy(pd, p)
-						attDropScale(pd, rows, cols, i0, j0, bh, sh, prm)
-						blasGemmSerial(true, false, int(cols), int(Dv), int(rows), float32(1), f32p(pd), int(cols),
-							f32p(dot), int(Dv), 1, f32p(dvt), int(Dv))
+						pv = pdt[:rows*cols]
+						copy(pv, p)
+						attDropScale(pv, rows, cols, i0, j0, bh, sh, prm)
 						attDropScale(dp, rows, cols, i0, j0, bh, sh, prm)
-					} else {
-						blasGemmSerial(true, false, int(cols), int(Dv), int(rows), float32(1), f32p(p), int(cols),
-							f32p(dot), int(Dv), 1, f32p(dvt), int(Dv))
 					}
+					// dV += P^T dO, dQ += scale dS K, dK += scale dS^T Q (dS = P (dP - delta)).
+					attGemm(cols, Dv, rows, f32p(pv), 1, cols, dop, lddo, f32p(dvt), Dv, 1, true, nil, kindKByQ, off)
 					attDS(p, dp, rows, cols, delta[bh*sh.L+i0:bh*sh.L+i0+rows])
-					blasGemmSerial(false, false, int(rows), int(D), int(cols), float32(prm.Scale), f32p(p), int(cols),
-						f32p(kt), int(D), 1, f32p(acc[(g*sh.L+i0)*D:]), int(D))
-					blasGemmSerial(true, false, int(cols), int(D), int(rows), float32(prm.Scale), f32p(p), int(cols),
-						f32p(qt), int(D), 1, f32p(dkt), int(D))
+					attGemm(rows, D, cols, f32p(p), cols, 1, kp, ldk, f32p(acc[(g*sh.L+i0)*D:]), D, float32(prm.Scale),
+						true, nil, kindQByK, off)
+					attGemm(cols, D, rows, f32p(p), 1, cols, qp, ldq, f32p(dkt), D, float32(prm.Scale), true, nil, kindKByQ, off)
 				}
 			}
 			attStore(dk, b, hk, j0, cols, dkt[:cols*D])

@@ -47,3 +47,58 @@ func TestAttentionRowKernels(t *testing.T) {
 		}
 	}
 }
+
+// The AVX-512 attention products agree with the sgemm path on every operand layout,
+// partial block and causal kind (the products the kinds skip are zero in A, as the
+// probabilities are; under attQueryKey only visible scores are compared).
+func TestAttentionGemm(t *testing.T) {
+	if !attGemmFast {
+		t.Skip("no AVX-512 products in this build or on this CPU")
+	}
+	r := rand.New(rand.NewSource(3))
+	for _, c := range []struct{ m, n, k, off int64 }{{96, 96, 64, 0}, {96, 64, 96, -30}, {37, 45, 13, 5}, {5, 7, 96, 40}, {96, 96, 96, -95}, {13, 33, 29, 96}} {
+		for kind := attNoCausal; kind <= attKeyByQuery; kind++ {
+			for _, trans := range []bool{false, true} {
+				for _, accum := range []bool{false, true} {
+					ars, acs := c.k+3, int64(1)
+					if trans {
+						ars, acs = 1, c.m+2
+					}
+					a := make([]float32, (c.m-1)*ars+(c.k-1)*acs+1+attSlack)
+					for i := int64(0); i < c.m; i++ {
+						for kk := int64(0); kk < c.k; kk++ {
+							x := float32(r.NormFloat64())
+							if (kind == attQueryByKey && kk > i+c.off) || (kind == attKeyByQuery && kk < i-c.off) {
+								x = 0
+							}
+							a[i*ars+kk*acs] = x
+						}
+					}
+					ldb, ldc := c.n+5, c.n+1
+					bm := randF32(r, int(c.k*ldb))
+					c0 := randF32(r, int(c.m*ldc))
+					rs := randF32(r, int(c.m))
+					if !accum {
+						rs = nil
+					}
+					got, want := append([]float32(nil), c0...), append([]float32(nil), c0...)
+					attGemm(c.m, c.n, c.k, f32p(a), ars, acs, f32p(bm), ldb, f32p(got), ldc, 0.5, accum, rs, kind, c.off)
+					attGemmFast = false
+					attGemm(c.m, c.n, c.k, f32p(a), ars, acs, f32p(bm), ldb, f32p(want), ldc, 0.5, accum, rs, kind, c.off)
+					attGemmFast = true
+					for i := int64(0); i < c.m; i++ {
+						for j := int64(0); j < c.n; j++ {
+							if kind == attQueryKey && j > i+c.off {
+								continue
+							}
+							g, w := got[i*ldc+j], want[i*ldc+j]
+							if math.Abs(float64(g-w)) > 1e-4*(1+math.Abs(float64(w))) {
+								t.Fatalf("%+v kind %d trans %v accum %v: C[%d,%d] = %v, want %v", c, kind, trans, accum, i, j, g, w)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
