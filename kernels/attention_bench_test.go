@@ -50,13 +50,13 @@ func BenchmarkAttentionGemm(b *testing.B) {
 	r := rand.New(rand.NewSource(1))
 	a, bm, c := randF32(r, 96*96+attSlack), randF32(r, 96*96), randF32(r, 96*96)
 	for _, s := range []struct {
-		name    string
-		m, n, k int64
-	}{{"qk", 96, 96, 64}, {"pv", 96, 64, 96}} {
+		name              string
+		m, n, k, ars, acs int64
+	}{{"qk", 96, 96, 64, 64, 1}, {"pv", 96, 64, 96, 96, 1}} {
 		b.Run(s.name, func(b *testing.B) {
 			c0 := cpuTime()
 			for i := 0; i < b.N; i++ {
-				attGemm(s.m, s.n, s.k, f32p(a), s.k, 1, f32p(bm), 96, f32p(c), 96, 1, i&1 == 1, nil, attNoCausal, 0)
+				attGemm(s.m, s.n, s.k, f32p(a), s.ars, s.acs, f32p(bm), 96, f32p(c), 96, 1, i&1 == 1, nil, attNoCausal, 0)
 			}
 			b.ReportMetric(float64(2*s.m*s.n*s.k)*float64(b.N)/float64(cpuTime()-c0), "cpu-GFLOP/s")
 		})

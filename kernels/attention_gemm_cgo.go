@@ -75,8 +75,12 @@ att_block(const float *a, int64_t ars, int64_t acs, int mr, int clamp, const flo
 			if (kind == 2 && i + mr + off < k1) k1 = i + mr + off;                                     \
 			if (kind == 3 && i - off > 0) k0 = i - off;                                                \
 			if (k1 < k0) k1 = k0;                                                                      \
-			att_block(a + i * (ARS), ARS, ACS, mr, CLAMP, b + j, ldb, k0, k1, m0, m1, c + i * ldc + j, ldc, alpha, \
-			          accum, rs ? rs + i : 0);                                                         \
+			if (nr == ANR)                                                                             \
+				att_block(a + i * (ARS), ARS, ACS, mr, CLAMP, b + j, ldb, k0, k1, 0xffff, 0xffff, c + i * ldc + j, \
+				          ldc, alpha, accum, rs ? rs + i : 0);                                             \
+			else                                                                                       \
+				att_block(a + i * (ARS), ARS, ACS, mr, CLAMP, b + j, ldb, k0, k1, m0, m1, c + i * ldc + j, ldc,  \
+				          alpha, accum, rs ? rs + i : 0);                                                  \
 		}                                                                                              \
 	}
 
