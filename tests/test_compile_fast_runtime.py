@@ -1,7 +1,8 @@
 """hpu_backend's fast runtime (dynamo/compile_backend/fast_runtime.py): regions that need
 none of AOT autograd's runtime wrappers run as one autograd.Function (training) or one
 graph call (inference); the others keep AOT's wrappers. Both must give the same results,
-bit for bit (the same recipes run), and the same autograd behaviour."""
+bit for bit (the same recipes run), and the same autograd behaviour. Also the host
+scalar program (host_scalars.py) that folds an optimizer's step-count math on the host."""
 from __future__ import annotations
 
 import pytest
@@ -165,12 +166,43 @@ def test_autocast_region_runs_as_eager_autocast():
     torch.testing.assert_close(grad.cpu(), lin.weight.grad.cpu(), rtol=2e-2, atol=2e-2)
 
 
-def test_fast_runtime_off_by_env_keeps_aot_everywhere(monkeypatch):
+def test_fast_runtime_off_keeps_aot_everywhere():
     from habana_frameworks.torch.dynamo.compile_backend import config
 
-    monkeypatch.setattr(config, "use_fast_runtime", False)
     x = torch.randn(4, device="hpu", requires_grad=True)
-    out, counts = _counts_during(lambda: _compile(lambda t: (t * t).sum())(x))
+    with config.patch(use_fast_runtime=False):
+        out, counts = _counts_during(lambda: _compile(lambda t: (t * t).sum())(x))
     assert counts == {"fast_regions": 0, "aot_regions": 0}
     out.backward()
     torch.testing.assert_close(x.grad.cpu(), 2 * x.detach().cpu())
+
+
+def test_host_scalar_program_keeps_ieee_results_and_can_be_disabled(monkeypatch):
+    from habana_frameworks.torch.dynamo.compile_backend import host_scalars
+
+    def f(step, p):
+        step += 1
+        p.mul_((1 - 0.9 ** step) / (step - 4))  # step 4: x/0 -> inf, as torch computes it
+        return p
+
+    folded: list[int] = []
+    real = host_scalars.fold_host_scalar_math
+    monkeypatch.setattr("habana_frameworks.torch.dynamo.compile_backend.passes.fold_host_scalar_math",
+                        lambda gm: folded.append(real(gm)) or folded[-1])
+    compiled = _compile(f)
+    step_h, p_h = torch.tensor(2.0), torch.linspace(0.5, 1, 4).to("hpu")
+    step_c, p_c = torch.tensor(2.0), torch.linspace(0.5, 1, 4)
+    for _ in range(3):  # steps 3, 4 (division by zero), 5
+        compiled(step_h, p_h)
+        f(step_c, p_c)
+        torch.testing.assert_close(p_h.cpu(), p_c, rtol=1e-6, atol=1e-7, equal_nan=True)
+    assert folded and folded[0] > 0
+    assert step_h.item() == step_c.item() == 5.0
+
+    torch._dynamo.reset()
+    monkeypatch.setenv("PT_HPU_DISABLE_pass_fold_host_scalar_math", "1")
+    folded.clear()
+    step_h, p_h = torch.tensor(0.0), torch.ones(4).to("hpu")
+    _compile(f)(step_h, p_h)
+    assert folded == []  # the pass did not run: the math runs in the recipe
+    torch.testing.assert_close(p_h.cpu(), torch.full((4,), (1 - 0.9) / -3))

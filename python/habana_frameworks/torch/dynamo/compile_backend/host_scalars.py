@@ -1,0 +1,213 @@
+"""Host scalar math folded on the host, once per call, into one device tensor.
+
+An optimizer without `capturable` keeps its step counts as host 0-dim tensors, and its
+compiled step derives ~12 scalars per parameter from them (AdamW's bias corrections:
+pow, rsub, sqrt, reciprocal, mul, neg, div). pass_wa_mixed_devices moves that math into
+the recipe, where each 0-dim op is a Go step with its own fixed cost (48 of the MLP
+optimizer recipe's 132 steps). Here the whole host-only subgraph is instead evaluated on
+the host, and its results, the scalars the recipe actually reads, are copied to the device
+in one tensor that the recipe indexes. The program is generated Python over floats, each
+result rounded to the graph's dtype as torch's CPU kernels round it (numbers are cast to
+that dtype first, as torch casts them): for float32, +, -, *, / and sqrt computed in double
+and rounded once are exactly float32's; pow may differ from torch's powf by an ulp. A call
+that meets x/0, a domain error or an overflow is evaluated again with numpy scalars of the
+dtype, which give IEEE's inf and nan as torch does. A graph with any op outside the table
+below, or of another dtype, keeps the recipe path.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from .logger import logger
+
+aten = torch.ops.aten
+
+
+def _alpha(kwargs: dict) -> Any:
+    return kwargs.get("alpha", 1)
+
+
+def _add(a: Any, b: Any, alpha: Any) -> Any:
+    return a + b if alpha == 1 else a + alpha * b
+
+
+# aten overload -> f(args, kwargs) over numpy scalars; only kwargs named in _KWARGS allowed.
+_OPS: dict[Any, Callable[[tuple, dict], Any]] = {
+    aten.add.Tensor: lambda a, k: _add(a[0], a[1], _alpha(k)),
+    aten.add.Scalar: lambda a, k: _add(a[0], a[1], _alpha(k)),
+    aten.sub.Tensor: lambda a, k: _add(a[0], -a[1], _alpha(k)),
+    aten.sub.Scalar: lambda a, k: _add(a[0], -a[1], _alpha(k)),
+    aten.rsub.Tensor: lambda a, k: _add(a[1], -a[0], _alpha(k)),
+    aten.rsub.Scalar: lambda a, k: _add(a[1], -a[0], _alpha(k)),
+    aten.mul.Tensor: lambda a, k: a[0] * a[1],
+    aten.mul.Scalar: lambda a, k: a[0] * a[1],
+    aten.div.Tensor: lambda a, k: a[0] / a[1],
+    aten.div.Scalar: lambda a, k: a[0] / a[1],
+    aten.pow.Scalar: lambda a, k: a[0] ** a[1],
+    aten.pow.Tensor_Scalar: lambda a, k: a[0] ** a[1],
+    aten.pow.Tensor_Tensor: lambda a, k: a[0] ** a[1],
+    aten.sqrt.default: lambda a, k: np.sqrt(a[0]),
+    aten.reciprocal.default: lambda a, k: a[0].dtype.type(1) / a[0],
+    aten.neg.default: lambda a, k: -a[0],
+}
+_KWARGS = {"alpha"}
+# The same ops as Python expressions over floats ({0}, {1}: operands, {al}: alpha).
+_SOURCE: dict[Any, str] = {
+    aten.add.Tensor: "{0} + {al}{1}", aten.add.Scalar: "{0} + {al}{1}",
+    aten.sub.Tensor: "{0} - {al}{1}", aten.sub.Scalar: "{0} - {al}{1}",
+    aten.rsub.Tensor: "{1} - {al}{0}", aten.rsub.Scalar: "{1} - {al}{0}",
+    aten.mul.Tensor: "{0} * {1}", aten.mul.Scalar: "{0} * {1}",
+    aten.div.Tensor: "{0} / {1}", aten.div.Scalar: "{0} / {1}",
+    aten.pow.Scalar: "_pow({0}, {1})", aten.pow.Tensor_Scalar: "_pow({0}, {1})",
+    aten.pow.Tensor_Tensor: "_pow({0}, {1})",
+    aten.sqrt.default: "_sqrt({0})", aten.reciprocal.default: "1.0 / {0}", aten.neg.default: "-{0}",
+}
+_F32 = struct.Struct("f")
+_NUMPY = {torch.float32: np.float32, torch.float64: np.float64}
+
+
+class HostScalarProgram:
+    """Callable graph node: (host 0-dim tensors...) -> 1-D hpu tensor of the program's
+    results. Steps are (slot, fn, args, kwargs), args naming input slots or numbers."""
+
+    def __init__(self, num_inputs: int, steps: list[tuple[int, Callable, tuple, dict]], results: list[int],
+                 dtype: torch.dtype, device: torch.device, targets: list[Any]):
+        self.num_inputs = num_inputs
+        self.steps = steps
+        self.results = results
+        self.dtype = dtype
+        self.device = device
+        self.__name__ = f"host_scalar_program_{len(steps)}_ops"
+        self._program = _generate(num_inputs, steps, results, targets, round_f32=dtype == torch.float32)
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        try:
+            values = self._program(*[t.item() for t in inputs])
+        except (ArithmeticError, ValueError, struct.error):
+            values = self._ieee_values(inputs)
+        return torch.tensor(values, dtype=self.dtype).to(self.device)
+
+    def _ieee_values(self, inputs: tuple[torch.Tensor, ...]) -> list[float]:
+        scalar = _NUMPY[self.dtype]
+        env: list[Any] = [scalar(t.item()) for t in inputs] + [None] * len(self.steps)
+        with np.errstate(all="ignore"):  # x/0, sqrt(-1): inf and nan, as torch gives them
+            for slot, fn, args, kwargs in self.steps:
+                env[slot] = fn(tuple(env[a] if isinstance(a, _Slot) else a for a in args), kwargs)
+        return [float(env[r]) for r in self.results]
+
+    def __repr__(self) -> str:
+        return f"HostScalarProgram({len(self.steps)} ops -> {len(self.results)} scalars)"
+
+
+class _Slot(int):
+    """An argument that names an environment slot (a plain int argument is a number)."""
+
+
+def _generate(num_inputs: int, steps: list[tuple[int, Callable, tuple, dict]], results: list[int],
+              targets: list[Any], round_f32: bool) -> Callable[..., tuple]:
+    """Straight-line Python for the program: one local per slot, no interpreter loop."""
+    def operand(a: Any) -> str:
+        if isinstance(a, _Slot):
+            return f"v{int(a)}"
+        return repr(float(a)) if math.isfinite(a) else f"float('{float(a)}')"
+
+    lines = [f"def program({', '.join(f'v{i}' for i in range(num_inputs))}):"]
+    for (slot, _, args, kwargs), target in zip(steps, targets):
+        alpha = float(kwargs.get("alpha", 1))
+        expr = _SOURCE[target].format(*(operand(a) for a in args), al="" if alpha == 1 else f"{alpha!r} * ")
+        lines.append(f"    v{slot} = _unpack(_pack({expr}))[0]" if round_f32 else f"    v{slot} = {expr}")
+    lines.append(f"    return ({''.join(f'v{r}, ' for r in results)})")
+    scope = {"_pow": math.pow, "_sqrt": math.sqrt, "_pack": _F32.pack, "_unpack": _F32.unpack}
+    exec(compile("\n".join(lines), "<host_scalar_program>", "exec"), scope)  # noqa: S102 - our own code
+    return scope["program"]
+
+
+def fold_host_scalar_math(gm: torch.fx.GraphModule) -> int:
+    """Replace the host scalar math placed in clusters (meta "host_scalar_math") by one
+    HostScalarProgram node and device-side selects of its results. Returns the number
+    of ops folded (0: graph unchanged)."""
+    nodes = [n for n in gm.graph.nodes if n.meta.get("host_scalar_math")]
+    if not nodes:
+        return 0
+    members = set(nodes)
+    inputs: list[torch.fx.Node] = []
+    slot_of: dict[torch.fx.Node, int] = {}
+    dtype = None
+    for n in nodes:
+        val = n.meta.get("val")
+        if n.target not in _OPS or n.target not in _SOURCE or set(n.kwargs) - _KWARGS or not isinstance(val, torch.Tensor):
+            return 0
+        if dtype is None:
+            dtype = val.dtype
+        if val.dtype != dtype or dtype not in _NUMPY:
+            return 0
+        for a in n.all_input_nodes:
+            if a in members:
+                continue
+            aval = a.meta.get("val")
+            if a.op != "placeholder" or not isinstance(aval, torch.Tensor) or aval.dtype != dtype:
+                return 0
+            if a not in slot_of:
+                slot_of[a] = len(inputs)
+                inputs.append(a)
+    outputs = [n for n in nodes if any(u not in members for u in n.users)]
+    if not outputs:
+        return 0
+    device, fake = None, None
+    for o in outputs:
+        for u in o.users:
+            if u in members:
+                continue
+            if u.meta.get("placement") != "hpu_cluster":  # only recipe readers are rewired
+                return 0
+            for a in u.all_input_nodes:
+                val = a.meta.get("val")
+                if a not in members and isinstance(val, torch.Tensor) and val.device.type == "hpu":
+                    device, fake = val.device, val
+    if device is None or getattr(fake, "fake_mode", None) is None:
+        return 0
+    steps = []
+    for i, n in enumerate(nodes):
+        slot_of[n] = len(inputs) + i
+
+    def arg(a: Any) -> Any:
+        if isinstance(a, torch.fx.Node):
+            return _Slot(slot_of[a])
+        if isinstance(a, (bool, int, float)):
+            return _NUMPY[dtype](a)  # torch casts a number operand to the tensor's dtype
+        raise TypeError(a)
+
+    try:
+        for n in nodes:
+            kwargs = {k: _NUMPY[dtype](v) for k, v in n.kwargs.items()}
+            steps.append((slot_of[n], _OPS[n.target], tuple(arg(a) for a in n.args), kwargs))
+    except (TypeError, KeyError):
+        return 0
+    program = HostScalarProgram(len(inputs), steps, [slot_of[o] for o in outputs], dtype, device,
+                                 [n.target for n in nodes])
+    graph = gm.graph
+    with graph.inserting_before(nodes[0]):
+        packed = graph.call_function(program, tuple(inputs))
+    with fake.fake_mode:
+        packed_val = torch.empty(len(outputs), dtype=dtype, device=device)
+        scalar_val = torch.empty((), dtype=dtype, device=device)
+    packed.meta.update(placement="eager", eager_reason="host scalar math folded on the host", val=packed_val)
+    for k, o in enumerate(outputs):
+        with graph.inserting_after(packed):
+            sel = graph.call_function(aten.select.int, (packed, 0, k))
+        sel.meta.update(placement="hpu_cluster", val=scalar_val)
+        for u in [u for u in o.users if u not in members]:
+            u.replace_input_with(o, sel)
+    for n in reversed(nodes):
+        assert not n.users, n
+        graph.erase_node(n)
+    graph.lint()
+    gm.recompile()
+    logger.debug("host scalar math: %d ops folded on the host into %d scalars", len(nodes), len(outputs))
+    return len(nodes)
+
