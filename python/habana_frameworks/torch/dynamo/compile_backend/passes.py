@@ -4,7 +4,8 @@ PRE_PLACEMENT     fake propagation (output metadata), placement of every node, h
                   math (optimizer step counts) moved into the clusters
 PRE_PARTITIONER   views feeding only eager nodes become eager (`eagerize_leaf_views`)
 PARTITIONER       CapabilityBasedPartitioner over `hpu_cluster` nodes, fused into submodules
-POST_PARTITIONER  summary, the eager-fallback check, each cluster turned into a recipe runner
+POST_PARTITIONER  summary, the eager-fallback check, each cluster's order made fusion-friendly
+                  and the cluster turned into a recipe runner
 
 Any pass can be skipped with PT_HPU_DISABLE_<pass function name>=1 (e.g.
 PT_HPU_DISABLE_pass_eagerize_leaf_views=1), as on Gaudi."""
@@ -24,6 +25,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from .._env_flags import truthy
 from . import config
 from .logger import fx_graph_logger, logger
+from .fusion_order import order_for_fusion, reinplace_input_writes
 from .host_scalars import fold_host_scalar_math
 from .recipe_compiler import ClusterRunner
 from .shared_layer import EAGER, HPU_CLUSTER, mark_placement, place_host_scalar_math
@@ -366,6 +368,20 @@ def pass_batch_host_increments(ctx: PassContext) -> bool:
     return changed
 
 
+def pass_order_clusters_for_fusion(ctx: PassContext) -> bool:
+    """Same-shape elementwise chains of each cluster made consecutive, so the recipe
+    fuses them into single loops, and input writes folded into the chains computing them
+    (see fusion_order)."""
+    gm = ctx.graph_module
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_module" and str(node.target).startswith("fused_"):
+            sub = gm.get_submodule(node.target)
+            changed |= order_for_fusion(sub)
+            changed |= reinplace_input_writes(sub) > 0
+    return changed
+
+
 def pass_compile_clusters(ctx: PassContext) -> bool:
     """Each fused submodule becomes a ClusterRunner called directly from the graph (a plain
     function call: no nn.Module call overhead per launch)."""
@@ -398,7 +414,7 @@ _PASSES: dict[OptimizationPassPlacement, list[Pass]] = {
                                             pass_graph_print],
     OptimizationPassPlacement.POST_PARTITIONER: [pass_graph_print, pass_summarize_graph,
                                                  pass_check_eager_fallbacks, pass_batch_host_increments,
-                                                 pass_compile_clusters],
+                                                 pass_order_clusters_for_fusion, pass_compile_clusters],
 }
 
 
