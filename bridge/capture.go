@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"hpusim/device"
+	"hpusim/kernels"
 )
 
 // Capture: a function's ops recorded into a graph (while they also run, so the capture
@@ -250,6 +251,9 @@ type Recipe struct {
 	scratch  []unsafe.Pointer // internal storages the recipe owns
 	released bool
 	reason   string // replayReason
+	// copyIn, when set (SetCopyIn), copies a launch's sources into the static tensors of
+	// an HPU graph before the segments run (LaunchRecipeCopy).
+	copyIn *segment
 }
 
 // segment is one mark_step segment of a recipe: its nodes as a graph of their own
@@ -678,7 +682,8 @@ func (r *Recipe) checkRun(in, out []unsafe.Pointer, rnd []int64) error {
 func (s *segment) newBound() *graph {
 	t := s.g
 	g := &graph{nodes: make([]node, len(t.nodes)), stos: make([]*storage, len(t.stos)), dead: t.dead,
-		reason: "recipe run", reuse: s.p.remap != nil}
+		reason: "recipe run", reuse: s.p.remap != nil,
+		run: &runScratch{fused: map[*fusedGroup]*kernels.FusedScratch{}}}
 	for i, st := range t.stos {
 		g.stos[i] = st
 		if c := s.class[i]; c == classInput || c == classOutput {
@@ -867,4 +872,158 @@ func (e *engine) launchBound(g *graph, p *plan, reason string, renews []bool, do
 	e.qmu.Unlock()
 	e.queue <- launch{g: g, p: p, done: done}
 	return nil
+}
+
+// SetCopyIn declares the static tensors an HPU-graph replay with the tensor cache fills
+// before the recipe runs (wrap_in_hpu_graph's `copy_to(static, new)` then `replay()`):
+// a graph of one copy node per static tensor, each reading a source bound at every
+// launch, compiled here once. LaunchRecipeCopy then queues it in front of the segments
+// in the same call: no op is recorded, no graph built, hashed or looked up per replay.
+func (r *Recipe) SetCopyIn(dsts []kernels.Tensor) error {
+	mu.RLock()
+	op := byName["copy"]
+	mu.RUnlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.released {
+		return fmt.Errorf("recipe %s was released", r.id)
+	}
+	g := newGraph()
+	g.reason = "capture"
+	s := &segment{g: g}
+	for k, d := range dsts {
+		if err := d.Validate(); err != nil {
+			return fmt.Errorf("static input %d: %v", k, err)
+		}
+		if d.Numel() == 0 {
+			return fmt.Errorf("static input %d has no elements", k)
+		}
+		base, size, ok := device.Find(uintptr(d.Ptr))
+		if !ok {
+			return fmt.Errorf("static input %d is not device memory", k)
+		}
+		ord, seen := g.ord[uintptr(base)]
+		if !seen {
+			ord = int32(len(g.stos))
+			g.ord[uintptr(base)] = ord
+			g.stos = append(g.stos, &storage{ptr: base, base: uintptr(base), size: size})
+			s.class = append(s.class, classBound)
+		}
+		dst := operand{t: d, sto: ord, off: int64(uintptr(d.Ptr) - uintptr(base))}
+		// The source: a storage of its own, rebound at each launch (its view's span here).
+		src := operand{t: d, sto: int32(len(g.stos))}
+		src.t.Ptr = nil
+		_, span := src.extent()
+		g.stos = append(g.stos, &storage{size: span})
+		s.class = append(s.class, classInput)
+		s.inputs = append(s.inputs, src.sto)
+		n := node{op: op, eff: effectsOf(op, 2), args: []operand{dst, src}}
+		g.nodes = append(g.nodes, n)
+		s.rebind = append(s.rebind, argRef{int32(len(g.nodes) - 1), 1})
+	}
+	g.dead = make([]bool, len(g.stos))
+	s.p = compile(g)
+	s.renews = firstOverwrites(g)
+	r.copyIn = s
+	return nil
+}
+
+// bindSources points the copy-in graph g (from newBound) at a launch's sources: their
+// data pointers, each in a storage of its own that is none of the static tensors'.
+func (s *segment) bindSources(g *graph, src []unsafe.Pointer) error {
+	if len(src) != len(s.inputs) {
+		return fmt.Errorf("expected %d copy sources, got %d", len(s.inputs), len(src))
+	}
+	for k, ord := range s.inputs {
+		base, size, ok := device.Find(uintptr(src[k]))
+		if !ok {
+			return fmt.Errorf("copy source %d is not device memory", k)
+		}
+		if _, clash := s.g.ord[uintptr(base)]; clash {
+			return fmt.Errorf("copy source %d shares a storage with a static input", k)
+		}
+		for _, o := range s.inputs[:k] {
+			if g.stos[o].base == uintptr(base) {
+				return fmt.Errorf("copy sources %d and %d share a storage", k, o)
+			}
+		}
+		st := g.stos[ord]
+		st.ptr, st.base, st.size = base, uintptr(base), size
+		a := &g.nodes[s.rebind[k].node].args[s.rebind[k].arg]
+		a.t.Ptr, a.off = src[k], int64(uintptr(src[k])-uintptr(base))
+		if _, hi := a.extent(); hi > size {
+			return fmt.Errorf("copy source %d reaches past its storage", k)
+		}
+	}
+	return nil
+}
+
+// LaunchRecipeCopy copies each src (a device data pointer, laid out as its static tensor)
+// into the static tensors of SetCopyIn and then launches the recipe as LaunchRecipe does:
+// one queued copy graph and the segments, in one call. Without lazy mode both run at once.
+func LaunchRecipeCopy(r *Recipe, src, in, out []unsafe.Pointer, rnd []int64) error {
+	s := r.copyIn
+	if s == nil {
+		return fmt.Errorf("recipe %s has no copy-in (SetCopyIn)", r.id)
+	}
+	e := eng
+	if e == nil {
+		r.mu.Lock()
+		if s.runG == nil {
+			s.runG = s.newBound()
+		}
+		err := s.bindSources(s.runG, src)
+		if err == nil {
+			err = runPlan(s.runG, s.p, r.id)
+		}
+		r.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		return RunRecipe(r, in, out, rnd)
+	}
+	e.lastRecord.Store(int64(time.Since(engineEpoch)))
+	if err := e.launchCurrent("recipe launch"); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if r.released {
+		r.mu.Unlock()
+		return fmt.Errorf("recipe %s was released", r.id)
+	}
+	if err := r.checkRun(in, out, rnd); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	cg := s.take()
+	if err := s.bindSources(cg, src); err != nil {
+		r.mu.Unlock()
+		s.put(cg)
+		return err
+	}
+	var two [2]*graph
+	gs := two[:0]
+	if len(r.segs) > 1 {
+		gs = make([]*graph, 0, len(r.segs))
+	}
+	for _, sg := range r.segs {
+		g := sg.take()
+		sg.bindInto(g, r.inputs, in, out, rnd)
+		gs = append(gs, g)
+	}
+	r.mu.Unlock()
+	if err := e.launchBound(cg, s.p, r.replayReason(), s.renews, s.recycle); err != nil {
+		s.put(cg)
+		for i, g := range gs {
+			r.segs[i].put(g)
+		}
+		return err
+	}
+	for i, g := range gs {
+		sg := r.segs[i]
+		if err := e.launchBound(g, sg.p, r.replayReason(), sg.renews, sg.recycle); err != nil {
+			return err
+		}
+	}
+	return e.takeErr()
 }

@@ -218,3 +218,106 @@ func TestRecipeLaunchReusesBoundGraphs(t *testing.T) {
 		}
 	}
 }
+
+// An HPU-graph replay with the tensor cache (LaunchRecipeCopy) copies the new sources into
+// the static inputs and runs the recipe over them in one call: the static tensors hold the
+// sources afterwards, the outputs the recipe's results, and a launch allocates nothing
+// beyond what its kernels do.
+func TestRecipeLaunchCopiesIntoStatics(t *testing.T) {
+	r := rand.New(rand.NewSource(6))
+	x, out := randBuf(t, 256, r), newBuf(t, 256)
+	if err := BeginCapture(false, true); err != nil {
+		t.Fatal(err)
+	}
+	NoteAlloc(out.p)
+	ew(t, "ew.mul", out.all(), []kernels.Tensor{x.all(), x.all()})
+	rec, _, err := EndCapture(nil, nil, nil, nil, []uintptr{uintptr(out.p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	if err := LaunchRecipeCopy(rec, []unsafe.Pointer{x.p}, nil, []unsafe.Pointer{out.p}, nil); err == nil {
+		t.Fatal("a copy launch without SetCopyIn succeeded")
+	}
+	if err := rec.SetCopyIn([]kernels.Tensor{x.all()}); err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < 3; k++ {
+		src, out2 := randBuf(t, 256, r), newBuf(t, 256)
+		if err := LaunchRecipeCopy(rec, []unsafe.Pointer{src.p}, nil, []unsafe.Pointer{out2.p}, nil); err != nil {
+			t.Fatal(err)
+		}
+		eng.wait()
+		if err := eng.takeErr(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range out2.f32() {
+			v := src.f32()[i]
+			if x.f32()[i] != v || out2.f32()[i] != v*v {
+				t.Fatalf("launch %d element %d: static %v out %v, source %v", k, i, x.f32()[i], out2.f32()[i], v)
+			}
+		}
+	}
+	if err := LaunchRecipeCopy(rec, []unsafe.Pointer{x.p}, nil, []unsafe.Pointer{out.p}, nil); err == nil {
+		t.Fatal("a copy from the static input itself was accepted")
+	}
+	src, out2 := randBuf(t, 256, r), newBuf(t, 256)
+	launch := func() {
+		if err := LaunchRecipeCopy(rec, []unsafe.Pointer{src.p}, nil, []unsafe.Pointer{out2.p}, nil); err != nil {
+			t.Fatal(err)
+		}
+		eng.wait()
+	}
+	launch()
+	mu.RLock()
+	cp, mul := byName["copy"], byName["ew.mul"]
+	mu.RUnlock()
+	calls := []struct {
+		op *Op
+		c  *Call
+	}{{cp, &Call{T: []kernels.Tensor{x.all(), src.all()}}}, {mul, &Call{T: []kernels.Tensor{out2.all(), x.all(), x.all()}, I: []int64{int64(kernels.Float32)}}}}
+	kernelsOnly := testing.AllocsPerRun(50, func() {
+		for _, c := range calls {
+			if err := runKernel(c.op, c.c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	n := testing.AllocsPerRun(50, launch)
+	t.Logf("allocations per copy launch %v, by its kernels run directly %v", n, kernelsOnly)
+	if n > kernelsOnly {
+		t.Fatalf("a copy launch allocated %v times, its kernels %v", n, kernelsOnly)
+	}
+}
+
+// A replay of a recipe whose ops run as one fused loop allocates nothing at all, on the
+// host or on the worker, once its bound graph was made.
+func TestRecipeLaunchOfFusedLoopAllocatesNothing(t *testing.T) {
+	r := rand.New(rand.NewSource(8))
+	x, y, out := randBuf(t, 1000, r), randBuf(t, 1000, r), newBuf(t, 1000)
+	rec, info := captureChain(t, x, y, out, false)
+	defer rec.Release()
+	if info.Fused != 2 || info.Steps != 1 {
+		t.Fatalf("unexpected capture info %+v", info)
+	}
+	x2, y2, out2 := randBuf(t, 1000, r), randBuf(t, 1000, r), newBuf(t, 1000)
+	in, o := []unsafe.Pointer{x2.p, y2.p}, []unsafe.Pointer{out2.p}
+	launch := func() {
+		if err := LaunchRecipe(rec, in, o, nil); err != nil {
+			t.Fatal(err)
+		}
+		eng.wait()
+	}
+	launch()
+	if n := testing.AllocsPerRun(50, launch); n != 0 {
+		t.Fatalf("a replay allocated %v times", n)
+	}
+	if err := eng.takeErr(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range out2.f32() {
+		if want := (x2.f32()[i] + y2.f32()[i]) * x2.f32()[i]; out2.f32()[i] != want {
+			t.Fatalf("replay result %d: %v != %v", i, out2.f32()[i], want)
+		}
+	}
+}

@@ -209,6 +209,9 @@ type runScratch struct {
 	steps []kernels.FusedStep
 	pad   [][4]float64
 	prog  runProgress
+	// fused, for a graph that runs many times (a recipe's), keeps each fused loop's
+	// set-up between runs; nil for a lazy graph that runs once.
+	fused map[*fusedGroup]*kernels.FusedScratch
 }
 
 func runGroup(g *graph, p *plan, fg *fusedGroup) (failed int, err error) {
@@ -240,7 +243,18 @@ func runGroup(g *graph, p *plan, fg *fusedGroup) (failed int, err error) {
 		steps[k] = kernels.FusedStep{Op: s.op, CDT: kernels.DType(n.ints[0]), Out: s.out, Ins: s.ins, P: fl}
 	}
 	sizes := g.nodes[fg.nodes[0]].args[0].t.Sizes
-	k, err := kernels.FusedElementwise(sizes, ops, steps)
+	var k int
+	if sc.fused != nil {
+		// A recipe's bound graph runs again and again: its loops keep their set-up.
+		fs := sc.fused[fg]
+		if fs == nil {
+			fs = &kernels.FusedScratch{}
+			sc.fused[fg] = fs
+		}
+		k, err = kernels.FusedElementwiseScratch(fs, sizes, ops, steps)
+	} else {
+		k, err = kernels.FusedElementwise(sizes, ops, steps)
+	}
 	if err != nil && k >= 0 {
 		failed = fg.nodes[k]
 	}

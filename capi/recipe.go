@@ -198,3 +198,50 @@ func hpusim_recipe_free(h C.int64_t) (rc C.int) {
 	}
 	return statusOK
 }
+
+// hpusim_recipe_set_copy_in declares the static tensors hpusim_recipe_launch_copy fills
+// before each launch (an HPU graph's static inputs): desc is a call frame as hpusim_run's,
+// one tensor per static input.
+//
+//export hpusim_recipe_set_copy_in
+func hpusim_recipe_set_copy_in(h C.int64_t, desc *C.int64_t, ndesc C.int) (rc C.int) {
+	defer guard(&rc)
+	recipesMu.Lock()
+	r := recipes[int64(h)]
+	recipesMu.Unlock()
+	if r == nil {
+		return setErr(fmt.Errorf("unknown recipe handle %d", int64(h)))
+	}
+	c, err := decodeCall(desc, ndesc, nil, 0)
+	if err != nil {
+		return setErr(err)
+	}
+	if err := r.SetCopyIn(c.T); err != nil {
+		return setErr(err)
+	}
+	return statusOK
+}
+
+// hpusim_recipe_launch_copy copies src[k] (device data pointers, laid out as the static
+// tensors) into the static tensors and launches the recipe as hpusim_recipe_launch does:
+// an HPU-graph replay with the tensor cache, in one crossing.
+//
+//export hpusim_recipe_launch_copy
+func hpusim_recipe_launch_copy(h C.int64_t, src *unsafe.Pointer, nsrc C.int, in *unsafe.Pointer, nin C.int,
+	out *unsafe.Pointer, nout C.int, rnd *C.int64_t, nrnd C.int) (rc C.int) {
+	defer guard(&rc)
+	recipesMu.Lock()
+	r := recipes[int64(h)]
+	recipesMu.Unlock()
+	if r == nil {
+		return setErr(fmt.Errorf("unknown recipe handle %d", int64(h)))
+	}
+	var draws []int64
+	if nrnd > 0 && rnd != nil {
+		draws = unsafe.Slice((*int64)(unsafe.Pointer(rnd)), int(nrnd))
+	}
+	if err := bridge.LaunchRecipeCopy(r, pointers(src, nsrc), pointers(in, nin), pointers(out, nout), draws); err != nil {
+		return setErr(err)
+	}
+	return statusOK
+}

@@ -164,6 +164,9 @@ type fusedWorker struct {
 	bcAt  []unsafe.Pointer
 	chunk int
 	slab  *[]float32 // pooled backing of the float32 buffers
+	// A FusedScratch's worker: its walk over the outer dimensions.
+	idx, offs []int64
+	ptrs      []unsafe.Pointer
 }
 
 // broadcastCacheable marks the float32 operands whose values no step of the loop can

@@ -129,3 +129,73 @@ func TestFusedOneElementRereadsWrittenOperands(t *testing.T) {
 		}
 	}
 }
+
+// FusedElementwiseScratch gives FusedElementwise's bits call after call over new data and
+// new addresses (a broadcast scalar changed in place is re-read, not served from the
+// previous call's fill), and allocates nothing once its first call has run.
+func TestFusedScratchMatchesFusedAndAllocatesNothing(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	type set struct {
+		data [][]float32 // four full operands, then the scalar
+		ops  []FusedOperand
+	}
+	for _, sz := range [][2]int64{{5, 37}, {32, 128}, {3, 3000}, {1, 4608}} {
+		rows, cols := sz[0], sz[1]
+		n := int(rows * cols)
+		mk := func() *set {
+			s := &set{}
+			for i := 0; i < 4; i++ {
+				d := randF32(r, n)
+				s.data = append(s.data, d)
+				s.ops = append(s.ops, FusedOperand{T: f32Tensor(d, []int64{rows, cols}, []int64{cols, 1})})
+			}
+			s.data = append(s.data, []float32{r.Float32()})
+			s.ops = append(s.ops, FusedOperand{T: f32Tensor(s.data[4], []int64{rows, cols}, []int64{0, 0})},
+				FusedOperand{T: f32Tensor(make([]float32, n), []int64{rows, cols}, []int64{cols, 1}), Virtual: true})
+			return s
+		}
+		steps := func() []FusedStep {
+			return []FusedStep{
+				{Op: EWOps["mul"], CDT: Float32, Out: 5, Ins: []int{1, 4}, P: make([]float64, 4)},
+				{Op: EWOps["add"], CDT: Float32, Out: 2, Ins: []int{2, 5}, P: []float64{1, 0, 0, 0}},
+				{Op: EWOps["addcmul"], CDT: Float32, Out: 0, Ins: []int{0, 2, 3}, P: []float64{-0.1, 0, 0, 0}},
+			}
+		}
+		var sc FusedScratch
+		var b *set
+		for call := 0; call < 3; call++ {
+			a := mk()
+			if call < 2 {
+				b = mk() // new addresses
+			} // else: the last call's addresses, new values (the scalar too)
+			for i := range a.data {
+				copy(b.data[i], a.data[i])
+			}
+			if k, err := FusedElementwise([]int64{rows, cols}, a.ops, steps()); err != nil {
+				t.Fatalf("step %d: %v", k, err)
+			}
+			if k, err := FusedElementwiseScratch(&sc, []int64{rows, cols}, b.ops, steps()); err != nil {
+				t.Fatalf("step %d: %v", k, err)
+			}
+			for i := 0; i < 4; i++ {
+				for j := range a.data[i] {
+					if math.Float32bits(a.data[i][j]) != math.Float32bits(b.data[i][j]) {
+						t.Fatalf("%v call %d operand %d element %d: scratch %v, fused %v", sz, call, i, j,
+							b.data[i][j], a.data[i][j])
+					}
+				}
+			}
+		}
+		if n*3 < 2*Grain { // one part: nothing of the worker pool's either
+			st, sizes := steps(), []int64{rows, cols}
+			allocs := testing.AllocsPerRun(20, func() {
+				if _, err := FusedElementwiseScratch(&sc, sizes, b.ops, st); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs != 0 {
+				t.Fatalf("%v: %v allocations per call", sz, allocs)
+			}
+		}
+	}
+}

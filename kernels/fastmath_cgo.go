@@ -429,6 +429,13 @@ static void CLONES hpusim_mixed(int op, void *o, int ok, const void *a, int ak, 
 		}
 	}
 }
+// hpusim_f32_v is hpusim_f32 with the parameters by value: a Go array whose address
+// goes to C escapes to the heap, an allocation per call.
+static void hpusim_f32_v(int op, float *o, const float *a, const float *b, const float *c, float p0,
+		float q0, float q1, float q2, float q3, size_t n) {
+	const float p[4] = {q0, q1, q2, q3};
+	hpusim_f32(op, o, a, b, c, p0, p, n);
+}
 */
 import "C"
 
@@ -479,8 +486,8 @@ func fmInstall(name string, pick fmPick) {
 			ptr[j] = fmPtr(unsafe.Pointer(unsafe.SliceData(in[j][:n])))
 		}
 		id, p0, pf := pick(p)
-		C.hpusim_f32(id, fmPtr(unsafe.Pointer(unsafe.SliceData(o))), ptr[0], ptr[1], ptr[2], C.float(p0), &pf[0],
-			C.size_t(n))
+		C.hpusim_f32_v(id, fmPtr(unsafe.Pointer(unsafe.SliceData(o))), ptr[0], ptr[1], ptr[2], C.float(p0),
+			pf[0], pf[1], pf[2], pf[3], C.size_t(n))
 	}
 	op.F32Mixed = func(ptrs []unsafe.Pointer, kinds []int32, n int64, p []float64) {
 		var ptr [3]unsafe.Pointer

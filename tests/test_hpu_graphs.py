@@ -455,6 +455,56 @@ def test_wrap_in_hpu_graph_hits_copy_and_replay_in_one_call_or_fall_back_to_copy
 
 
 @lazy_only
+def test_wrap_in_hpu_graph_hit_path_runs_in_cpp_and_python_decides_the_rest(monkeypatch):
+    """A hit with positional hpu tensors replays in C++ (ReplayCache), its copies into the
+    static inputs queued with the graph; sources sharing a storage, views and keyword
+    arguments take the bridge's Python path; clear_cache empties both."""
+    w = torch.randn(6, 6)
+    hw = w.to("hpu")
+    f = hthpu.wrap_in_hpu_graph_func(lambda a, b: torch.relu(a @ hw) + b)
+    ref = lambda a, b: torch.relu(a @ w) + b  # noqa: E731
+    slow = []
+    orig = graphs.wrapped_hpugraph_forward
+    monkeypatch.setattr(graphs, "wrapped_hpugraph_forward", lambda *a, **k: slow.append(1) or orig(*a, **k))
+    a0, b0 = torch.randn(4, 6), torch.randn(4, 6)
+    ha0 = a0.to("hpu")
+    out = f(ha0, b0.to("hpu"))
+    torch.testing.assert_close(out.cpu(), ref(a0, b0), rtol=1e-5, atol=1e-5)
+    for _ in range(3):
+        a, b = torch.randn(4, 6), torch.randn(4, 6)
+        assert f(a.to("hpu"), b.to("hpu")) is out
+        torch.testing.assert_close(out.cpu(), ref(a, b), rtol=1e-5, atol=1e-5)
+    assert len(slow) == 1  # the capture; the hits never ran Python
+    torch.testing.assert_close(ha0.cpu(), a)  # the static inputs hold the last inputs
+    a = torch.randn(4, 6)
+    ha = a.to("hpu")
+    assert f(ha, ha) is out  # one storage for both sources: copied one by one
+    torch.testing.assert_close(out.cpu(), ref(a, a), rtol=1e-5, atol=1e-5)
+    assert f(ha0, ha) is out  # a static input itself
+    torch.testing.assert_close(out.cpu(), ref(a, a), rtol=1e-5, atol=1e-5)
+    assert len(slow) == 1
+    # A view is keyed by its layout too (a graph of its own); its calls take Python's path.
+    views = []
+    for _ in range(2):
+        big, b = torch.randn(8, 6), torch.randn(4, 6)
+        views.append(f(big.to("hpu")[2:6], b.to("hpu")))
+        torch.testing.assert_close(views[-1].cpu(), ref(big[2:6], b), rtol=1e-5, atol=1e-5)
+    assert views[0] is not out and views[1] is views[0] and len(slow) == 3
+    for _ in range(2):
+        a, b = torch.randn(4, 6), torch.randn(4, 6)
+        torch.testing.assert_close(f(a.to("hpu"), b=b.to("hpu")).cpu(), ref(a, b), rtol=1e-5, atol=1e-5)
+    assert len(slow) == 5
+    f.clear_cache()
+    out2 = f(a.to("hpu"), b.to("hpu"))  # captured again
+    assert out2 is not out and len(slow) == 6
+    torch.testing.assert_close(out2.cpu(), ref(a, b), rtol=1e-5, atol=1e-5)
+    assert f(b.to("hpu"), a.to("hpu")) is out2 and len(slow) == 6
+    with torch.autocast("hpu", dtype=torch.bfloat16):  # the autocast state is part of the key
+        f(a.to("hpu"), b.to("hpu"))
+    assert len(slow) == 7
+
+
+@lazy_only
 def test_wrap_in_hpu_graph_max_graphs_runs_the_rest_eagerly():
     hmodel, cmodel = pair(9)
     calls = []

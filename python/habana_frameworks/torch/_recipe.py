@@ -172,6 +172,9 @@ class Recipe:
 
     def __del__(self):
         h, self._handle = getattr(self, "_handle", 0), 0
+        fast = getattr(self, "_fast", None)
+        if fast is not None:
+            fast.release()  # a ReplayCache may still hold it: its calls then return None
         if h:
             try:
                 _lib().hpusim_recipe_free(h)

@@ -9,15 +9,27 @@
 // (run returns None and _recipe raises it).
 //
 // copy_launch is an HPU-graph replay with the tensor cache in one call: the caller's new
-// inputs are copied into the graph's static inputs (the core's "copy" op, recorded into the
-// pending lazy graph as `static.copy_(new)` would be) and the recipe is launched after them.
+// inputs are copied into the graph's static inputs and the recipe is launched after them.
+// The copies are a graph the core compiled once for the recipe (hpusim_recipe_set_copy_in),
+// queued with the recipe by one call (hpusim_recipe_launch_copy): nothing is recorded,
+// built or looked up per replay. Sources sharing a storage with each other or with a
+// static tensor take the general path (the core's "copy" op as `static.copy_(new)`, then
+// the launch).
+//
+// ReplayCache is wrap_in_hpu_graph's hit path: a call whose positional arguments are
+// hpu tensors (no views, no keyword arguments) it has seen replays its graph with
+// copy_launch and returns the graph's static outputs, without running Python.
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -26,6 +38,10 @@ extern "C" {
 int hpusim_run(int op, int64_t* desc, int ndesc, double* fl, int nf);
 int hpusim_recipe_run(int64_t h, void** in, int nin, void** out, int nout, int64_t* rnd, int nrnd);
 int hpusim_recipe_launch(int64_t h, void** in, int nin, void** out, int nout, int64_t* rnd, int nrnd);
+int hpusim_recipe_set_copy_in(int64_t h, int64_t* desc, int ndesc);
+int hpusim_recipe_launch_copy(int64_t h, void** src, int nsrc, void** in, int nin, void** out, int nout,
+                              int64_t* rnd, int nrnd);
+int hpusim_capture_active();
 int hpusim_last_error(char* buf, int n);
 }
 
@@ -100,7 +116,8 @@ class RecipeCall {
   // its "copy" op. The hpusim_run frame (dst then src: pointer, dtype, rank, sizes,
   // strides; no ints) is built here once; a launch only sets the source pointer.
   void add_copy_in(const at::Tensor& dst, int copy_op) {
-    CopyIn c{dst, copy_op, {2}, 0};
+    CopyIn c{dst, dst.numel() == 0 ? nullptr : dst.storage().data(), copy_op, {2}, 0};
+    copy_graph_ = kCopyGraphUnset;
     for (int k = 0; k < 2; ++k) {
       if (k == 1) c.src_at = static_cast<int>(c.frame.size());
       c.frame.push_back(reinterpret_cast<int64_t>(dst.data_ptr()));
@@ -116,21 +133,50 @@ class RecipeCall {
   // Copies srcs[k] into the k-th static tensor (add_copy_in), then launches the recipe
   // over `inputs` as run(inputs, launch=True). Returns None, having done nothing, when a
   // source is not an hpu tensor of its static tensor's dtype, shape and strides (the caller
-  // then copies with copy_, converting as copy_ does, and launches).
+  // then copies with copy_, converting as copy_ does, and launches), or when the recipe was
+  // released.
   py::object copy_launch(py::handle srcs, py::handle inputs, int64_t rnd, int nrnd) {
+    if (handle_ == 0) return py::none();
     py::sequence seq = py::reinterpret_borrow<py::sequence>(srcs);
     const size_t n = static_cast<size_t>(PySequence_Size(seq.ptr()));
     if (n != copies_.size()) return py::none();
-    c10::SmallVector<const void*, 8> from(n);
+    c10::SmallVector<void*, 8> from(n);
+    c10::SmallVector<const void*, 8> storages(n);
+    bool one_graph = copy_graph_ready();  // every copy in the core's copy-in graph
     for (size_t k = 0; k < n; ++k) {
-      py::object x = seq[k];
-      if (!THPVariable_Check(x.ptr())) return py::none();
-      const at::Tensor& t = THPVariable_Unpack(x.ptr());
+      py::object holder;
+      PyObject* x;
+      if (PyTuple_Check(seq.ptr())) {
+        x = PyTuple_GET_ITEM(seq.ptr(), k);
+      } else {
+        holder = seq[k];
+        x = holder.ptr();
+      }
+      if (!THPVariable_Check(x)) return py::none();
+      const at::Tensor& t = THPVariable_Unpack(x);
       const at::Tensor& dst = copies_[k].dst;
       if (t.device() != dst.device() || t.scalar_type() != dst.scalar_type() || t.sizes() != dst.sizes() ||
           t.strides() != dst.strides())
         return py::none();
-      from[k] = t.numel() == 0 || t.data_ptr() == dst.data_ptr() ? nullptr : t.data_ptr();
+      from[k] = t.numel() == 0 || t.data_ptr() == dst.data_ptr() ? nullptr : const_cast<void*>(t.data_ptr());
+      storages[k] = t.numel() == 0 ? nullptr : t.storage().data();
+      if (from[k] == nullptr) one_graph = false;
+    }
+    if (one_graph) {
+      // The copy-in graph needs each source in a storage of its own, none a static one's.
+      for (size_t k = 0; k < n && one_graph; ++k) {
+        for (size_t j = 0; j < n; ++j) {
+          if ((j < k && storages[j] == storages[k]) || copies_[j].storage == storages[k]) {
+            one_graph = false;
+            break;
+          }
+        }
+      }
+    }
+    if (one_graph) {
+      py::object flat = run_impl(inputs, true, rnd, nrnd, from.data(), static_cast<int>(n));
+      if (flat.is_none()) throw py::value_error("recipe inputs do not match the capture");
+      return flat;
     }
     for (size_t k = 0; k < n; ++k) {
       if (from[k] == nullptr) continue;  // empty, or the static tensor itself
@@ -144,10 +190,19 @@ class RecipeCall {
     return flat;
   }
 
-  // Runs (launch: queues, in lazy mode) the recipe over `inputs`; rnd points at nrnd int64
-  // (seed, offset) words. Returns the flat outputs, or None when the inputs do not match
-  // the capture (the caller explains how).
+  // The recipe was released (Recipe.__del__): calls return None from now on.
+  void release() { handle_ = 0; }
+
   py::object run(py::handle inputs, bool launch, int64_t rnd, int nrnd) {
+    return run_impl(inputs, launch, rnd, nrnd, nullptr, 0);
+  }
+
+  // Runs (launch: queues, in lazy mode) the recipe over `inputs`; rnd points at nrnd int64
+  // (seed, offset) words; with nsrc > 0, src are the copy-in sources (launch only).
+  // Returns the flat outputs, or None when the inputs do not match the capture (the caller
+  // explains how).
+  py::object run_impl(py::handle inputs, bool launch, int64_t rnd, int nrnd, void** src, int nsrc) {
+    if (handle_ == 0) throw std::runtime_error("recipe was released");
     py::sequence seq = py::reinterpret_borrow<py::sequence>(inputs);
     const size_t n = static_cast<size_t>(PySequence_Size(seq.ptr()));
     if (n != inputs_.size()) return py::none();
@@ -193,9 +248,14 @@ class RecipeCall {
     int rc;
     {
       py::gil_scoped_release nogil;
-      auto entry = launch ? hpusim_recipe_launch : hpusim_recipe_run;
-      rc = entry(handle_, in_ptrs.data(), static_cast<int>(n), out_ptrs.data(), static_cast<int>(out_ptrs.size()),
-                 reinterpret_cast<int64_t*>(rnd), nrnd);
+      if (nsrc > 0) {
+        rc = hpusim_recipe_launch_copy(handle_, src, nsrc, in_ptrs.data(), static_cast<int>(n), out_ptrs.data(),
+                                       static_cast<int>(out_ptrs.size()), reinterpret_cast<int64_t*>(rnd), nrnd);
+      } else {
+        auto entry = launch ? hpusim_recipe_launch : hpusim_recipe_run;
+        rc = entry(handle_, in_ptrs.data(), static_cast<int>(n), out_ptrs.data(), static_cast<int>(out_ptrs.size()),
+                   reinterpret_cast<int64_t*>(rnd), nrnd);
+      }
     }
     if (rc != 0) raise_last_error();
     py::list result(outputs_.size());
@@ -242,8 +302,32 @@ class RecipeCall {
   std::vector<std::array<int64_t, 3>> aliases_;
   std::vector<Slot> slots_;
   std::vector<Output> outputs_;
+  // Whether the core holds the copy-in graph of copies_ (made at the first copy_launch).
+  bool copy_graph_ready() {
+    if (copy_graph_ == kCopyGraphUnset) {
+      std::vector<int64_t> frame{static_cast<int64_t>(copies_.size())};
+      bool ok = true;
+      for (const CopyIn& c : copies_) {
+        ok = ok && c.dst.numel() > 0;
+        frame.push_back(reinterpret_cast<int64_t>(c.dst.data_ptr()));
+        frame.push_back(static_cast<int64_t>(c.dst.scalar_type()));
+        frame.push_back(c.dst.dim());
+        frame.insert(frame.end(), c.dst.sizes().begin(), c.dst.sizes().end());
+        frame.insert(frame.end(), c.dst.strides().begin(), c.dst.strides().end());
+      }
+      // A static tensor without elements, or one the core refuses: the general path.
+      copy_graph_ = ok && !copies_.empty() &&
+                            hpusim_recipe_set_copy_in(handle_, frame.data(), static_cast<int>(frame.size())) == 0
+                        ? kCopyGraphYes
+                        : kCopyGraphNo;
+    }
+    return copy_graph_ == kCopyGraphYes;
+  }
+  enum { kCopyGraphUnset, kCopyGraphYes, kCopyGraphNo } copy_graph_ = kCopyGraphUnset;
+
   struct CopyIn {
     at::Tensor dst;
+    const void* storage;  // dst's storage (sources must not share it)
     int op;
     std::vector<int64_t> frame;
     int src_at;  // index of the source pointer in frame
@@ -251,11 +335,87 @@ class RecipeCall {
   std::vector<CopyIn> copies_;
 };
 
+// wrap_in_hpu_graph's hit path (see the file comment). Python fills it (remember) with the
+// graphs it captured or replayed for calls that qualify, and empties it with the module's
+// cache (clear); replay returns None, having done nothing, whenever Python must decide:
+// keyword arguments, an argument that is not an hpu tensor or is a view, arguments not
+// seen, a capture in progress, the profiler on, PT_HPUGRAPH_DISABLE_TENSOR_CACHE=1, or
+// sources copy_ must convert.
+class ReplayCache {
+ public:
+  // The graph replayed for calls with args' shapes (Python's input_hash key of such a call:
+  // the shapes and the autocast state) is `call` (a RecipeCall with its copy-in set), run
+  // over `inputs`, returning `outputs`.
+  void remember(py::handle args, py::object call, py::object inputs, py::object outputs) {
+    Key key;
+    if (!key_of(args, key)) throw py::value_error("ReplayCache: arguments must be hpu tensors, not views");
+    RecipeCall* rc = call.cast<RecipeCall*>();
+    for (Entry& e : entries_) {
+      if (e.key == key) {
+        e = Entry{std::move(key), std::move(call), rc, std::move(inputs), std::move(outputs)};
+        return;
+      }
+    }
+    entries_.push_back(Entry{std::move(key), std::move(call), rc, std::move(inputs), std::move(outputs)});
+  }
+
+  void clear() { entries_.clear(); }
+  size_t size() const { return entries_.size(); }
+
+  py::object replay(py::handle args, py::handle kwargs) {
+    if (entries_.empty() || (!kwargs.is_none() && PyDict_Size(kwargs.ptr()) != 0)) return py::none();
+    if (torch::profiler::impl::profilerEnabled() || hpusim_capture_active() != 0) return py::none();
+    const char* nocache = std::getenv("PT_HPUGRAPH_DISABLE_TENSOR_CACHE");
+    if (nocache != nullptr && std::strcmp(nocache, "1") == 0) return py::none();
+    Key key;
+    if (!key_of(args, key)) return py::none();
+    for (const Entry& e : entries_) {
+      if (e.key != key) continue;
+      // Held here: a clear() while the GIL is released must not free them under us.
+      py::object call = e.call, inputs = e.inputs, outputs = e.outputs;
+      RecipeCall* rc = e.rc;
+      if (rc->copy_launch(args, inputs, 0, 0).is_none()) return py::none();
+      return outputs;
+    }
+    return py::none();
+  }
+
+ private:
+  using Key = c10::SmallVector<int64_t, 16>;
+  struct Entry {
+    Key key;
+    py::object call;  // the RecipeCall, kept alive
+    RecipeCall* rc;
+    py::object inputs, outputs;
+  };
+
+  // The key of a call with positional arguments args: the autocast state, then each
+  // argument's rank and sizes; false when an argument is not an hpu tensor or is a view.
+  static bool key_of(py::handle args, Key& key) {
+    if (!PyTuple_Check(args.ptr())) return false;
+    const Py_ssize_t n = PyTuple_GET_SIZE(args.ptr());
+    key.push_back(at::autocast::is_autocast_enabled(c10::DeviceType::HPU) ? 1 : 0);
+    key.push_back(n);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* x = PyTuple_GET_ITEM(args.ptr(), i);
+      if (!THPVariable_Check(x)) return false;
+      const at::Tensor& t = THPVariable_Unpack(x);
+      if (t.is_view() || t.device().type() != c10::DeviceType::HPU) return false;
+      key.push_back(t.dim());
+      key.append(t.sizes().begin(), t.sizes().end());
+    }
+    return true;
+  }
+
+  std::vector<Entry> entries_;
+};
+
 }  // namespace hpusim_recipe
 
 PYBIND11_MODULE(_recipe_C, m) {
   namespace py = pybind11;
   using hpusim_recipe::RecipeCall;
+  using hpusim_recipe::ReplayCache;
   m.doc() = "hpusim's recipe runs: input checks, output allocation and the Go call in C++";
   py::class_<RecipeCall>(m, "RecipeCall")
       .def(py::init<int64_t, int>(), py::arg("handle"), py::arg("device"))
@@ -272,5 +432,13 @@ PYBIND11_MODULE(_recipe_C, m) {
       .def("add_copy_in", &RecipeCall::add_copy_in)
       .def("copy_launch", &RecipeCall::copy_launch, py::arg("srcs"), py::arg("inputs"), py::arg("rnd") = 0,
            py::arg("nrnd") = 0)
+      .def("release", &RecipeCall::release)
       .def("run", &RecipeCall::run, py::arg("inputs"), py::arg("launch"), py::arg("rnd") = 0, py::arg("nrnd") = 0);
+  py::class_<ReplayCache>(m, "ReplayCache")
+      .def(py::init<>())
+      .def("remember", &ReplayCache::remember, py::arg("args"), py::arg("call"), py::arg("inputs"),
+           py::arg("outputs"))
+      .def("clear", &ReplayCache::clear)
+      .def("__len__", &ReplayCache::size)
+      .def("replay", &ReplayCache::replay, py::arg("args"), py::arg("kwargs"));
 }

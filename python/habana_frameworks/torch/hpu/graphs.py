@@ -495,8 +495,9 @@ def _env_flag(name: str, default):
 
 
 def wrapped_hpugraph_forward(cache, stream, orig_fwd, args, kwargs, disable_tensor_cache, asynchronous,
-                             dry_run, max_graphs):
-    """A wrapped forward: replay the graph cached for these inputs, or capture one."""
+                             dry_run, max_graphs, fast=None):
+    """A wrapped forward: replay the graph cached for these inputs, or capture one. fast, a
+    ReplayCache, learns the graphs of calls its C++ hit path can replay."""
     warmup_mode = kwargs.pop("warmup_mode", False) if kwargs else False
     if kwargs and kwargs.pop("bypass_hpu_graphs", False):
         return orig_fwd(*args, **kwargs)
@@ -508,10 +509,12 @@ def wrapped_hpugraph_forward(cache, stream, orig_fwd, args, kwargs, disable_tens
     if cached is None:
         if max_graphs is not None and len(cache) >= max_graphs:
             return orig_fwd(*args, **kwargs)
-        cache[h] = _capture_forward(stream, orig_fwd, args, kwargs, inputs, extract_tensors(cache_tensors),
-                                    disable_tensor_cache, asynchronous,
-                                    bool(disable_tensor_cache) if dry_run is None else dry_run)
-        return cache[h].graph_outputs
+        cached = cache[h] = _capture_forward(stream, orig_fwd, args, kwargs, inputs, extract_tensors(cache_tensors),
+                                             disable_tensor_cache, asynchronous,
+                                             bool(disable_tensor_cache) if dry_run is None else dry_run)
+        if fast is not None and not disable_tensor_cache:
+            _remember(fast, cached, args, kwargs)
+        return cached.graph_outputs
     if warmup_mode:
         from .. import core
         core.mark_step()
@@ -523,12 +526,27 @@ def wrapped_hpugraph_forward(cache, stream, orig_fwd, args, kwargs, disable_tens
         if cached.static_tensors is None or not cached.graph._replay_copy(srcs):
             copy_to(cached.graph_inputs, inputs)
             cached.graph.replay(cached.asynchronous)
+        elif fast is not None:
+            _remember(fast, cached, args, kwargs)
     else:
         tensors = get_user_input_tensor_list(inputs, ())
         matched = set(cached.graph.get_user_input_match_indices())
         copy_to(cached.graph_inputs, tuple(t for i, t in enumerate(tensors) if i not in matched))
         cached.graph.replayV3(list(tensors), cached.asynchronous)
     return cached.graph_outputs
+
+
+def _remember(fast, cached: CachedParams, args: tuple, kwargs: dict) -> None:
+    """Let the C++ hit path replay cached for calls like this one, when it can: positional
+    hpu tensors that are not views (the key is then their shapes), a graph copying them
+    into its static inputs, no random ops (whose draws Python makes)."""
+    g = cached.graph
+    rec = g._recipe
+    if (kwargs or cached.static_tensors is None or rec is None or rec._generators or not _all_tensors(args)
+            or any(a._is_view() or a.device.type != "hpu" for a in args)
+            or len(g._static_inputs) != g._n_marked):
+        return
+    fast.remember(args, rec._fast, g._static_inputs, cached.graph_outputs)
 
 
 def _all_tensors(args: tuple) -> bool:
@@ -572,16 +590,32 @@ def _capture_forward(stream, orig_fwd, args, kwargs, inputs, cache_tensors, disa
         return CachedParams(graph_inputs, outputs, g, [get_tensor_info(t) for t in out_tensors], asynchronous)
 
 
+def _replay_cache():
+    """The C++ hit path of a wrap_in_hpu_graph cache (csrc/hpu_recipe.cpp ReplayCache)."""
+    return _recipe._recipe_c().ReplayCache()
+
+
+def _clear(cache: dict, fast) -> Callable[[], None]:
+    def clear_cache() -> None:
+        fast.clear()
+        cache.clear()
+    return clear_cache
+
+
 def wrap_in_hpu_graph_func(func, asynchronous=False, disable_tensor_cache=False, dry_run=None, max_graphs=None):
     """A function that captures an HPU graph per distinct input hash on first call and
     replays it afterwards (static outputs: each call overwrites the previous results)."""
     stream = _hpu().default_stream()
     cache: dict[int, CachedParams] = {}
+    fast = _replay_cache()
 
     def forward(*args, **kwargs):
-        return wrapped_hpugraph_forward(cache, stream, func, args, kwargs, disable_tensor_cache,
-                                        asynchronous, dry_run, max_graphs)
-    forward.clear_cache = cache.clear
+        out = fast.replay(args, kwargs)
+        if out is None:
+            out = wrapped_hpugraph_forward(cache, stream, func, args, kwargs, disable_tensor_cache,
+                                           asynchronous, dry_run, max_graphs, fast)
+        return out
+    forward.clear_cache = _clear(cache, fast)
     return forward
 
 
@@ -591,19 +625,25 @@ def wrap_in_hpu_graph(module, asynchronous=False, disable_tensor_cache=False, dr
     module. At most max_graphs graphs are kept; other inputs run the original forward."""
     stream = _hpu().default_stream()
     cache: dict[int, CachedParams] = {}
+    fast = _replay_cache()
     orig_fwd = module.forward
 
     @wraps(orig_fwd)
     def forward(*args, **kwargs):
-        return wrapped_hpugraph_forward(cache, stream, orig_fwd, args, kwargs, disable_tensor_cache,
-                                        asynchronous, dry_run, max_graphs)
+        # A call seen before replays in C++ (one call, the static outputs back); anything
+        # else (a miss, keyword arguments, other dtypes, ...) takes the bridge's path.
+        out = fast.replay(args, kwargs)
+        if out is None:
+            out = wrapped_hpugraph_forward(cache, stream, orig_fwd, args, kwargs, disable_tensor_cache,
+                                           asynchronous, dry_run, max_graphs, fast)
+        return out
 
     def clear_inputs():
         for c in cache.values():
             c.graph.clear_inputs()
 
     module.forward = forward
-    module.clear_cache = cache.clear
+    module.clear_cache = _clear(cache, fast)
     module.clear_inputs = clear_inputs
     return module
 
