@@ -195,3 +195,24 @@ def test_compiled_transformer_with_dropout_equal_with_and_without_the_order(monk
     assert loss == ref_loss
     for a, b in zip(got, ref):
         assert torch.equal(a, b)
+
+
+def test_dropout_backward_decomposed_for_fusion_bitwise_that_of_the_kernel():
+    """float32 dropout backward in a compiled graph is (grad * mask) * scale, pointwise ops
+    the recipe fuses with the chain around them; gradients bitwise those of eager mode,
+    which runs the dropout-backward kernel (same masks: same seed)."""
+    import torch.nn as nn
+
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Dropout(0.3), nn.Linear(32, 8), nn.Dropout(0.2)).to("hpu")
+    x = torch.randn(12, 16).to("hpu")
+    grads = []
+    before = _runners()
+    for fn in (model, torch.compile(model, backend="hpu_backend")):
+        model.zero_grad(set_to_none=True)
+        torch.hpu.manual_seed(11)
+        fn(x).square().sum().backward()
+        grads.append([p.grad.cpu() for p in model.parameters()])
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+    ops = " ".join(r.ops_summary() for r in _runners() - before)
+    assert "native_dropout_backward" not in ops and "aten.mul.Tensor" in ops

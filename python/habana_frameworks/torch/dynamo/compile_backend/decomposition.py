@@ -4,7 +4,9 @@
 - `habana` (default): torch's core-aten decompositions, but only for ops hpusim has no
   native kernel for (they would take the CPU fallback; decomposed, they become native ops
   that can join a recipe). Ops with a native kernel stay whole (one kernel beats several),
-  and random ops stay whole so they draw from the generator exactly as eager mode does.
+  and random ops stay whole so they draw from the generator exactly as eager mode does;
+  only dropout's backward (one elementwise pass) becomes the pointwise ops the recipe
+  fuses with their neighbours.
 - `core_aten`: all of torch's core-aten decompositions.
 - `none`: no decompositions.
 """
@@ -50,7 +52,26 @@ def _table(mode: str) -> dict[OpOverload, Callable]:
         raise ValueError(f"Unsupported decomposition mode {mode!r}; expected one of {MODES}")
     table = {op: fn for op, fn in core.items() if isinstance(op, OpOverload) and _needs_decomposition(op)}
     table.update(get_decompositions(list(_ALWAYS)))
+    table.update(_FUSABLE)
     return table
+
+
+def _dropout_backward_as_pointwise(grad: torch.Tensor, mask: torch.Tensor, scale: float):
+    """native_dropout_backward as (grad * mask) * scale: two pointwise ops the recipe fuses
+    into the elementwise chain around them, instead of a kernel and a pass over memory of
+    its own. The kernel computes the same two products in the same order, so the results
+    are bitwise the same; other dtypes than float32 keep the kernel."""
+    if grad.dtype != torch.float32 or mask.dtype != torch.bool:
+        return NotImplemented
+    aten = torch.ops.aten
+    return aten.mul.Tensor(aten.mul.Tensor(grad, mask), scale)
+
+
+# Native ops whose kernel is a single elementwise pass: decomposed into ops the recipe's
+# elementwise fusion takes (habana mode).
+_FUSABLE: dict[OpOverload, Callable] = {
+    torch.ops.aten.native_dropout_backward.default: _dropout_backward_as_pointwise,
+}
 
 
 def get_hpu_decompositions() -> dict[OpOverload, Callable]:
