@@ -5,7 +5,7 @@ growth from sequence 1024 to 4096 shows it linear, not quadratic). torch on CPU 
 threads. The two sides are timed interleaved (A/B/A/B) so load on a shared machine hits
 both alike; each ratio is the median of the per-pair ratios, printed with the load average.
 
-    python bench/hpex.py [--quick]
+    python bench/hpex.py [--quick] [--sdpa-only]
 """
 from __future__ import annotations
 
@@ -71,25 +71,38 @@ def bench_sdpa(B: int, H: int, S: int, D: int, reps: int) -> dict:
         a, b, c = (t.detach().requires_grad_() for t in (qh, kh, vh))
         FusedSDPA.apply(a, b, c, None, 0.0, True).backward(gh)
         torch.hpu.synchronize()
+    def cpu_fwd():
+        with torch.no_grad():
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def hpu_fwd():
+        with torch.no_grad():
+            FusedSDPA.apply(qh, kh, vh, None, 0.0, True)
+        torch.hpu.synchronize()
     torch.hpu.reset_peak_memory_stats()
     base = torch.hpu.memory_allocated()
     t_cpu, t_hpu, ratio = interleaved(cpu_step, hpu_step, reps)
     peak = torch.hpu.max_memory_allocated() - base
+    # The forward alone (no autograd record), to split each side's time into forward and
+    # backward (= forward+backward - forward).
+    f_cpu, f_hpu, f_ratio = interleaved(cpu_fwd, hpu_fwd, reps)
     return {"B": B, "H": H, "S": S, "D": D, "torch_cpu_ms": t_cpu * 1e3, "fused_hpu_ms": t_hpu * 1e3,
-            "speedup": ratio, "hpu_peak_extra_MB": peak / 2**20,
-            "score_matrix_MB": B * H * S * S * 4 / 2**20, "load": load()}
+            "speedup": ratio, "torch_cpu_fwd_ms": f_cpu * 1e3, "fused_hpu_fwd_ms": f_hpu * 1e3, "fwd_speedup": f_ratio,
+            "hpu_peak_extra_MB": peak / 2**20, "score_matrix_MB": B * H * S * S * 4 / 2**20, "load": load()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sdpa-only", action="store_true", help="skip the FusedAdamW benchmark")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     reps = 3 if a.quick else 7
-    r = bench_adamw(10_000_000, reps)
-    print(f"FusedAdamW 10M params: torch CPU AdamW(foreach, {a.threads} threads) {r['torch_cpu_foreach_ms']:.1f} ms, "
-          f"hpu FusedAdamW {r['fused_hpu_ms']:.1f} ms, speedup {r['speedup']:.2f}x (level 1.5x) [{r['load']}]")
+    if not a.sdpa_only:
+        r = bench_adamw(10_000_000, reps)
+        print(f"FusedAdamW 10M params: torch CPU AdamW(foreach, {a.threads} threads) {r['torch_cpu_foreach_ms']:.1f} ms, "
+              f"hpu FusedAdamW {r['fused_hpu_ms']:.1f} ms, speedup {r['speedup']:.2f}x (level 1.5x) [{r['load']}]")
     peaks = {}
     for S in (1024, 4096):
         r = bench_sdpa(1, 4, S, 64, max(2, reps // 2) if S == 4096 else reps)
@@ -98,6 +111,9 @@ def main() -> None:
               f"hpu FusedSDPA {r['fused_hpu_ms']:.1f} ms, speedup {r['speedup']:.2f}x (level 1.0x), "
               f"hpu peak extra {r['hpu_peak_extra_MB']:.1f} MB (a full score matrix: {r['score_matrix_MB']:.0f} MB) "
               f"[{r['load']}]")
+        print(f"  forward alone: torch CPU {r['torch_cpu_fwd_ms']:.1f} ms, hpu {r['fused_hpu_fwd_ms']:.1f} ms, "
+              f"speedup {r['fwd_speedup']:.2f}x; backward (total - forward): torch CPU "
+              f"{r['torch_cpu_ms'] - r['torch_cpu_fwd_ms']:.1f} ms, hpu {r['fused_hpu_ms'] - r['fused_hpu_fwd_ms']:.1f} ms")
     print(f"hpu peak memory S4096/S1024: {peaks[4096] / max(peaks[1024], 1e-9):.2f}x for 4x the sequence "
           f"(linear: 4x; a score matrix: 16x)")
 

@@ -17,6 +17,8 @@ import (
 const (
 	attBr = 96 // query rows per tile (a multiple of the products' 12-row blocks)
 	attBc = 96 // key columns per tile (a multiple of 12 and 32: keys are rows of dK and dV)
+	// attBrFused is the query rows per block of the fused forward loop (a multiple of 12).
+	attBrFused = 192
 )
 
 // AttnParams are an attention call's attributes.
@@ -169,12 +171,18 @@ func kvBlocks(sh attShape, i0, rows int64, causal bool) int64 {
 // dimension: the tensor's own memory when it is float32 with unit column stride (no copy),
 // else widened into buf.
 func attRows(t Tensor, b, h, r0, n int64, buf []float32) (unsafe.Pointer, int64) {
-	if t.DType == Float32 && t.Strides[3] == 1 {
+	if attInPlace(t) {
 		return at(t.Ptr, (b*t.Strides[0]+h*t.Strides[1]+r0*t.Strides[2])*4), t.Strides[2]
 	}
 	attLoad(buf, t, b, h, r0, n)
 	return f32p(buf), t.Sizes[3]
 }
+
+// attFuseOff turns the fused C block loops off (tests compare them with the Go loops).
+var attFuseOff bool
+
+// attInPlace: attRows reads t's rows in place (float32, unit column stride).
+func attInPlace(t Tensor) bool { return t.DType == Float32 && t.Strides[3] == 1 }
 
 // attPackT writes head (b, h) of t ([B,H,S,C]) transposed, key block by key block: block
 // kb of dst is C x attBc, element (c, jj) = t[j0+jj][c], zero past S. These are the B
@@ -238,8 +246,18 @@ func AttentionForward(out, mxT, linvT, q, k, v Tensor, mask *Tensor, prm AttnPar
 		}
 	}
 	mxS, linvS := f32Of(mxT), f32Of(linvT)
-	qBlocks := (sh.L + attBr - 1) / attBr
 	kBlocks := (sh.S + attBc - 1) / attBc
+	// Without a mask, dropout or the fast softmax a query block's key loop runs in one C
+	// call (the same operations as the loop below), on blocks of attBrFused rows: K and V
+	// stream through the cache once per query block, so taller blocks halve that traffic
+	// (a row's arithmetic does not depend on the block height: its products run in 12-row
+	// panels either way).
+	fused := attFused() && !attFuseOff && mask == nil && prm.DropoutP == 0 && !prm.Fast && kBlocks > 0
+	br := int64(attBr)
+	if fused {
+		br = attBrFused
+	}
+	qBlocks := (sh.L + br - 1) / br
 	group := sh.Hq / sh.Hkv
 	D, Dv := sh.D, sh.Dv
 	heads := sh.B * sh.Hkv
@@ -248,7 +266,7 @@ func AttentionForward(out, mxT, linvT, q, k, v Tensor, mask *Tensor, prm AttnPar
 	kt := *ktBuf
 	attPackHeads(kt, nil, k, v, sh)
 	// V is read as it lies when it is float32 rows, else widened once per head.
-	vDirect := v.DType == Float32 && v.Strides[3] == 1
+	vDirect := attInPlace(v)
 	var vw []float32
 	if !vDirect {
 		vwBuf := getF32(int(heads * sh.S * Dv))
@@ -270,21 +288,35 @@ func AttentionForward(out, mxT, linvT, q, k, v Tensor, mask *Tensor, prm AttnPar
 		b, h := bh/sh.Hq, bh%sh.Hq
 		hk := h / group
 		u := b*sh.Hkv + hk
-		sp := getF32(int(attBr*D + attBr*attBc + attSlack + attBr*Dv + 3*attBr))
+		sp := getF32(int(br*D + br*attBc + attSlack + br*Dv + 3*br))
 		defer putF32(sp)
 		buf := *sp
-		qt, buf := buf[:attBr*D], buf[attBr*D:]
-		st, buf := buf[:attBr*attBc+attSlack], buf[attBr*attBc+attSlack:]
-		ot, buf := buf[:attBr*Dv], buf[attBr*Dv:]
-		m, l, alpha := buf[:attBr], buf[attBr:2*attBr], buf[2*attBr:3*attBr]
-		i0 := qb * attBr
-		rows := min(attBr, sh.L-i0)
+		qt, buf := buf[:br*D], buf[br*D:]
+		st, buf := buf[:br*attBc+attSlack], buf[br*attBc+attSlack:]
+		ot, buf := buf[:br*Dv], buf[br*Dv:]
+		m, l, alpha := buf[:br], buf[br:2*br], buf[2*br:3*br]
+		i0 := qb * br
+		rows := min(br, sh.L-i0)
 		qp, ldq := attRows(q, b, h, i0, rows, qt)
 		clear(ot[:rows*Dv])
 		for r := range m[:rows] {
 			m[r], l[r] = negInf, 0
 		}
+		if fused {
+			var vb unsafe.Pointer
+			ldv := Dv
+			if vDirect {
+				vb, ldv = at(v.Ptr, (b*v.Strides[0]+hk*v.Strides[1])*4), v.Strides[2]
+			} else {
+				vb = f32p(vw[u*sh.S*Dv:])
+			}
+			attFwdQBlock(rows, i0, sh.S, D, Dv, qp, ldq, kt[u*kBlocks*D*attBc:], vb, ldv, float32(prm.Scale), prm.Causal,
+				st, ot, m, l, alpha)
+		}
 		nkb := kvBlocks(sh, i0, rows, prm.Causal)
+		if fused {
+			nkb = 0
+		}
 		for kb := int64(0); kb < nkb; kb++ {
 			j0 := kb * attBc
 			cols := min(attBc, sh.S-j0)
@@ -397,6 +429,10 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, out, mxT, linvT Tensor, mask *
 	parts := units * nch
 	qBlocks := (sh.L + attBr - 1) / attBr
 	kindQK, kindQByK, kindKByQ := attKinds(prm.Causal)
+	// Without a mask, dropout or the fast softmax, and with q and dout float32 rows read in
+	// place, a key block's pass over a head's query blocks runs in one C call (the same
+	// operations as the loop below).
+	fused := attFused() && !attFuseOff && mask == nil && prm.DropoutP == 0 && !prm.Fast && attInPlace(q) && attInPlace(dout)
 	dqAcc := make([][]float32, parts)
 	RunParts(int(parts), func(pi int) {
 		unit, ch := int64(pi)/nch, int64(pi)%nch
@@ -421,6 +457,13 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, out, mxT, linvT Tensor, mask *
 			for g := int64(0); g < group; g++ {
 				h := hk*group + g
 				bh := b*sh.Hq + h
+				if fused {
+					qp, ldq := attRows(q, b, h, 0, sh.L, nil)
+					dop, lddo := attRows(dout, b, h, 0, sh.L, nil)
+					attBwdKBlock(sh.L, j0, cols, D, Dv, qp, ldq, dop, lddo, ktb, vtb, kp, ldk, lseS[bh*sh.L:(bh+1)*sh.L],
+						delta[bh*sh.L:(bh+1)*sh.L], float32(prm.Scale), prm.Causal, acc[g*sh.L*D:], dkt, dvt, pt, dpt)
+					continue
+				}
 				for qb := int64(0); qb < qBlocks; qb++ {
 					i0 := qb * attBr
 					rows := min(attBr, sh.L-i0)

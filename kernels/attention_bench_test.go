@@ -52,7 +52,7 @@ func BenchmarkAttentionGemm(b *testing.B) {
 	for _, s := range []struct {
 		name              string
 		m, n, k, ars, acs int64
-	}{{"qk", 96, 96, 64, 64, 1}, {"pv", 96, 64, 96, 96, 1}} {
+	}{{"qk", 96, 96, 64, 64, 1}, {"pv", 96, 64, 96, 96, 1}, {"qkT", 96, 96, 64, 1, 96}, {"pvT", 96, 64, 96, 1, 96}} {
 		b.Run(s.name, func(b *testing.B) {
 			c0 := cpuTime()
 			for i := 0; i < b.N; i++ {

@@ -79,7 +79,8 @@ func attDSGo(p, dp []float32, rows, cols int64, delta []float32) {
 	}
 }
 
-// lanesSum sums in 16 partial lanes, then the lanes in order (the C loops' order).
+// lanesSum sums in 16 partial lanes, then the lanes as a tree (lane k with k+8, k+4, k+2,
+// k+1): the C loops' order.
 func lanesSum(row []float32) float32 {
 	var a [16]float32
 	j := 0
@@ -91,9 +92,10 @@ func lanesSum(row []float32) float32 {
 	for t := 0; j < len(row); j, t = j+1, t+1 {
 		a[t] += row[j]
 	}
-	var s float32
-	for _, x := range a {
-		s += x
+	for w := 8; w >= 1; w /= 2 {
+		for k := 0; k < w; k++ {
+			a[k] += a[k+w]
+		}
 	}
-	return s
+	return a[0]
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+	"unsafe"
 )
 
 // The tile exp is within a few ulp of exp, and the build's row kernels (C under cgo)
@@ -19,7 +20,7 @@ func TestAttentionRowKernels(t *testing.T) {
 		t.Fatal("exp(-inf) must be 0")
 	}
 	r := rand.New(rand.NewSource(1))
-	rows, cols := int64(5), int64(37)
+	rows, cols := int64(21), int64(37) // two chunks of 16 rows in the AVX-512 step
 	s := make([]float32, rows*cols)
 	for i := range s {
 		s[i] = float32(r.NormFloat64() * 3)
@@ -33,17 +34,35 @@ func TestAttentionRowKernels(t *testing.T) {
 	m2, l2, al2 := make([]float32, rows), make([]float32, rows), make([]float32, rows)
 	for i := range m1 {
 		m1[i], m2[i] = -1, -1
+		if i%2 == 1 { // a first key block: no earlier maximum (row 3 stays all -inf)
+			m1[i], m2[i] = negInf, negInf
+		}
+		l1[i], l2[i] = 0.5, 0.5
 	}
 	attOnlineSoftmax(a, rows, cols, m1, l1, al1)
 	attOnlineSoftmaxGo(b, rows, cols, m2, l2, al2)
+	// The same operations in the same order: equal to the bit.
 	for i := range a {
-		if math.Abs(float64(a[i]-b[i])) > 1e-6*math.Abs(float64(b[i])) {
+		if a[i] != b[i] {
 			t.Fatalf("element %d: %v vs %v", i, a[i], b[i])
 		}
 	}
 	for i := range m1 {
-		if m1[i] != m2[i] || math.Abs(float64(l1[i]-l2[i])) > 1e-5*float64(l2[i]) {
-			t.Fatalf("row %d statistics differ: %v/%v vs %v/%v", i, m1[i], l1[i], m2[i], l2[i])
+		if m1[i] != m2[i] || l1[i] != l2[i] || al1[i] != al2[i] {
+			t.Fatalf("row %d statistics differ: %v/%v/%v vs %v/%v/%v", i, m1[i], l1[i], al1[i], m2[i], l2[i], al2[i])
+		}
+	}
+	lse := make([]float32, rows)
+	for i := range lse {
+		lse[i] = float32(r.NormFloat64())
+	}
+	lse[4] = negInf
+	a, b = append([]float32(nil), s...), append([]float32(nil), s...)
+	attProbs(a, rows, cols, lse)
+	attProbsGo(b, rows, cols, lse)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("probabilities, element %d: %v vs %v", i, a[i], b[i])
 		}
 	}
 }
@@ -96,6 +115,51 @@ func TestAttentionGemm(t *testing.T) {
 								t.Fatalf("%+v kind %d trans %v accum %v: C[%d,%d] = %v, want %v", c, kind, trans, accum, i, j, g, w)
 							}
 						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// The fused C block loops give the Go loops' values to the bit (the same operations in
+// the same order; the forward's taller query blocks do not change a row's arithmetic):
+// causal and not, GQA, partial blocks, fewer and more queries than keys.
+func TestAttentionFusedLoops(t *testing.T) {
+	if !attFused() {
+		t.Skip("no fused loops in this build or on this CPU")
+	}
+	r := rand.New(rand.NewSource(5))
+	for _, c := range []struct{ Hq, Hkv, L, S, D, Dv int64 }{{2, 1, 130, 250, 32, 32}, {2, 2, 250, 130, 16, 24}, {4, 2, 400, 400, 64, 64}, {1, 1, 5, 7, 8, 8}} {
+		for _, causal := range []bool{false, true} {
+			mk := func(h, n, d int64) Tensor {
+				return f32Tensor(randF32(r, int(2*h*n*d)), []int64{2, h, n, d}, []int64{h * n * d, n * d, d, 1})
+			}
+			q, k, v, dout := mk(c.Hq, c.L, c.D), mk(c.Hkv, c.S, c.D), mk(c.Hkv, c.S, c.Dv), mk(c.Hq, c.L, c.Dv)
+			prm := AttnParams{Scale: 1 / math.Sqrt(float64(c.D)), Causal: causal}
+			run := func(off bool) [][]float32 {
+				attFuseOff = off
+				defer func() { attFuseOff = false }()
+				out, dq, dk, dv := mk(c.Hq, c.L, c.Dv), mk(c.Hq, c.L, c.D), mk(c.Hkv, c.S, c.D), mk(c.Hkv, c.S, c.Dv)
+				mx := f32Tensor(make([]float32, 2*c.Hq*c.L), []int64{2, c.Hq, c.L}, []int64{c.Hq * c.L, c.L, 1})
+				linv := f32Tensor(make([]float32, 2*c.Hq*c.L), []int64{2, c.Hq, c.L}, []int64{c.Hq * c.L, c.L, 1})
+				if err := AttentionForward(out, mx, linv, q, k, v, nil, prm); err != nil {
+					t.Fatal(err)
+				}
+				if err := AttentionBackward(dq, dk, dv, dout, q, k, v, out, mx, linv, nil, prm); err != nil {
+					t.Fatal(err)
+				}
+				var res [][]float32
+				for _, x := range []Tensor{out, mx, linv, dq, dk, dv} {
+					res = append(res, append([]float32(nil), unsafe.Slice((*float32)(x.Ptr), x.Numel())...))
+				}
+				return res
+			}
+			got, want := run(false), run(true)
+			for i := range got {
+				for j := range got[i] {
+					if got[i][j] != want[i][j] && !(got[i][j] != got[i][j] && want[i][j] != want[i][j]) {
+						t.Fatalf("%+v causal %v: result %d element %d: fused %v, Go loops %v", c, causal, i, j, got[i][j], want[i][j])
 					}
 				}
 			}

@@ -1,21 +1,16 @@
-//go:build cgo && amd64
-
-package kernels
-
-/*
-#cgo CFLAGS: -O3
-#include <stdint.h>
-#include <immintrin.h>
-
-// The attention tiles' products on AVX-512 (see attention_gemm.go): row-major C (m x n) =
-// alpha * A B (set) or C + alpha * A B (accumulate), or rs[r] * C + alpha * A B with a row
-// scale. A's element (r, kk) is a[r*ars + kk*acs], so a tile is used as it lies, as A or
+// The attention tiles' products on AVX-512 (see attention_gemm.go), included by
+// attention_cgo.go: one C unit, so that its fused block loops call them without crossing
+// back into Go. Row-major C (m x n) = alpha * A B (set) or C + alpha * A B (accumulate),
+// or rs[r] * C + alpha * A B with a row scale. A's element (r, kk) is a[r*ars + kk*acs], so a tile is used as it lies, as A or
 // as its transpose, with no packing; B is row-major with leading dimension ldb. A 12 x 32
 // block of C is summed in 24 registers: per kk, two vectors of B's row and a broadcast of
 // each row's A value into fused multiply-adds, kk in order. The causal kinds skip what
 // the causal limit zeroes: whole 12 x 32 blocks (kind 1, written as zeros) or, per 12-row
 // panel, the leading or trailing part of the k range whose products are all zero (kinds 2
 // and 3).
+
+#include <stdint.h>
+#include <immintrin.h>
 
 enum { AMR = 12, ANR = 32 };
 
@@ -103,25 +98,3 @@ static void att_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t ar
 	else
 		att_gemm_cols(m, n, k, a, acs, b, ldb, c, ldc, alpha, accum, rs, kind, off);
 }
-*/
-import "C"
-
-import "unsafe"
-
-// attGemmC is attGemm on the AVX-512 loops above.
-func attGemmC(m, n, k int64, a unsafe.Pointer, ars, acs int64, b unsafe.Pointer, ldb int64, c unsafe.Pointer, ldc int64,
-	alpha float32, accum bool, rs []float32, kind attCausalKind, off int64) {
-	var rsp *C.float
-	if rs != nil {
-		rsp = (*C.float)(f32p(rs))
-	}
-	acc := C.int(0)
-	if accum {
-		acc = 1
-	}
-	C.att_gemm(C.int64_t(m), C.int64_t(n), C.int64_t(k), (*C.float)(a), C.int64_t(ars), C.int64_t(acs), (*C.float)(b),
-		C.int64_t(ldb), (*C.float)(c), C.int64_t(ldc), C.float(alpha), acc, rsp, C.int(kind), C.int64_t(off))
-}
-
-// attGemmFast: the CPU runs the AVX-512 loops.
-var attGemmFast = f32DotCPU
