@@ -1,6 +1,7 @@
 """torch.profiler with the HPU: the bridge's ProfilerActivity/profile replacement and the
 emulated device's spans merged into the Chrome trace."""
 import gzip
+import importlib.util
 import json
 import os
 import subprocess
@@ -186,3 +187,34 @@ print("OK", bool(torch.equal(out, torch.relu(m(x)).cpu())))
     assert sum(e["name"] == "bgemm" for e in dev) >= 3
     host = [e for e in trace["traceEvents"] if e.get("name") == "HPUGraph::replay"]
     assert len(host) == 3
+
+
+_LIGHTNING_FIRST = """
+import importlib.util
+if importlib.util.find_spec("lightning") is not None:
+    import lightning  # noqa: F401
+else:
+    import pytorch_lightning  # noqa: F401
+from lightning_habana import HPUProfiler
+HPUProfiler()
+print("profiler made")
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("lightning_habana") is None, reason="lightning-habana not installed")
+@pytest.mark.parametrize("lazy", [False, True])
+def test_lightning_imported_before_the_bridge(lazy):
+    # Lightning reads torch.profiler.ProfilerActivity when it is imported. In eager mode torch's
+    # device-backend autoload brings the bridge in at `import torch`, so the patch is in place
+    # in any import order; in lazy mode there is no autoload, and lightning-habana's HPUProfiler
+    # refuses torch's own enum with its import-order message, as on the bridge.
+    env = {k: v for k, v in os.environ.items() if k not in ("PT_HPU_AUTOLOAD", "TORCH_DEVICE_BACKEND_AUTOLOAD")}
+    env["PT_HPU_LAZY_MODE"] = "1" if lazy else "0"
+    p = subprocess.run([sys.executable, "-c", _LIGHTNING_FIRST], env=env, capture_output=True, text=True,
+                       timeout=600)
+    if lazy:
+        assert p.returncode != 0
+        assert "lightning_habana should be imported before lightning to use HPUProfiler." in p.stderr
+    else:
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "profiler made" in p.stdout
