@@ -1,6 +1,6 @@
 """HPU graphs against eager calls: inference and a whole training step of the reference models.
 
-    .venv/bin/python bench/hpu_graphs.py [--quick] [--models mlp,cnn,transformer] [--out x.json]
+    .venv/bin/python bench/hpu_graphs.py [--quick] [--models mlp,cnn,transformer] [--kinds infer,train] [--out x.json]
 
 Each mode runs in its own process (lazy mode is chosen at import):
   cpu       PyTorch CPU eager
@@ -148,6 +148,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="shorter loops and fewer rounds")
     ap.add_argument("--models", default="mlp,cnn,transformer")
+    ap.add_argument("--kinds", default="infer,train", help="inference calls, training steps or both")
     ap.add_argument("--seconds", type=float, default=None, help="length of one timed loop (calibrated)")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
@@ -190,7 +191,7 @@ def main() -> None:
     for p in procs.values():
         while not p.stdout.readline().startswith("READY"):
             pass
-    keys = [f"{kind}/{name}" for name in args.models.split(",") for kind in ("infer", "train")]
+    keys = [f"{kind}/{name}" for name in args.models.split(",") for kind in args.kinds.split(",")]
     # per key, per round: mode -> (wall, cpu) ms per call
     rounds: dict[str, list[dict[str, tuple[float, float]]]] = {k: [] for k in keys}
     loads: list[float] = []

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -278,6 +279,11 @@ type segment struct {
 	// of the capture, and storages whose first access entirely overwrites them. A replay
 	// after a failed one makes those valid again instead of refusing to run.
 	renews []bool
+	// srcs, in a recipe's copy-in segment (SetCopyIn), are the ordinals of the copies'
+	// sources, bound at each launch (bindSources), and srcRefs their operands.
+	srcs    []int32
+	srcRefs []argRef
+	clash   []int32 // the ordinals a source must not share a storage with
 }
 
 // boundGraph is a graph from newBound with the storages it was made with: launchBound
@@ -875,22 +881,38 @@ func (e *engine) launchBound(g *graph, p *plan, reason string, renews []bool, do
 }
 
 // SetCopyIn declares the static tensors an HPU-graph replay with the tensor cache fills
-// before the recipe runs (wrap_in_hpu_graph's `copy_to(static, new)` then `replay()`):
-// a graph of one copy node per static tensor, each reading a source bound at every
-// launch, compiled here once. LaunchRecipeCopy then queues it in front of the segments
-// in the same call: no op is recorded, no graph built, hashed or looked up per replay.
+// before the recipe runs (wrap_in_hpu_graph's `copy_to(static, new)` then `replay()`): one
+// copy node per static tensor, each reading a source bound at every launch, put in front
+// of the first segment's nodes and compiled with them here, once. LaunchRecipeCopy then
+// queues that graph and the other segments: no op is recorded, no graph built, hashed or
+// looked up per replay, and the copies cost the worker no graph of their own.
 func (r *Recipe) SetCopyIn(dsts []kernels.Tensor) error {
 	mu.RLock()
-	op := byName["copy"]
+	op := *byName["copy"]
 	mu.RUnlock()
+	op.Run = copyInKernel
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.released {
 		return fmt.Errorf("recipe %s was released", r.id)
 	}
+	if len(r.segs) == 0 {
+		return fmt.Errorf("recipe %s has no segment", r.id)
+	}
+	s0 := r.segs[0]
+	t := s0.g
 	g := newGraph()
 	g.reason = "capture"
-	s := &segment{g: g}
+	// The first segment's storages keep their ordinals; the static tensors it does not
+	// use and the sources come after them.
+	g.stos = append(g.stos, t.stos...)
+	for b, o := range t.ord {
+		g.ord[b] = o
+	}
+	s := &segment{g: g, class: append([]storageClass(nil), s0.class...), inputs: s0.inputs, outputs: s0.outputs,
+		rnd0: s0.rnd0}
+	nc := int32(len(dsts))
+	var copies []node
 	for k, d := range dsts {
 		if err := d.Validate(); err != nil {
 			return fmt.Errorf("static input %d: %v", k, err)
@@ -903,6 +925,9 @@ func (r *Recipe) SetCopyIn(dsts []kernels.Tensor) error {
 			return fmt.Errorf("static input %d is not device memory", k)
 		}
 		ord, seen := g.ord[uintptr(base)]
+		if seen && s.class[ord] != classBound {
+			return fmt.Errorf("static input %d is not bound memory of the recipe", k)
+		}
 		if !seen {
 			ord = int32(len(g.stos))
 			g.ord[uintptr(base)] = ord
@@ -916,40 +941,94 @@ func (r *Recipe) SetCopyIn(dsts []kernels.Tensor) error {
 		_, span := src.extent()
 		g.stos = append(g.stos, &storage{size: span})
 		s.class = append(s.class, classInput)
-		s.inputs = append(s.inputs, src.sto)
-		n := node{op: op, eff: effectsOf(op, 2), args: []operand{dst, src}}
-		g.nodes = append(g.nodes, n)
-		s.rebind = append(s.rebind, argRef{int32(len(g.nodes) - 1), 1})
+		s.srcs = append(s.srcs, src.sto)
+		s.srcRefs = append(s.srcRefs, argRef{int32(k), 1})
+		copies = append(copies, node{op: &op, eff: effectsOf(&op, 2), args: []operand{dst, src}})
 	}
+	g.nodes = append(copies, t.nodes...)
 	g.dead = make([]bool, len(g.stos))
-	s.p = compile(g)
+	copy(g.dead, t.dead)
+	for _, ni := range s0.random {
+		s.random = append(s.random, ni+int(nc))
+	}
+	for _, ref := range s0.rebind {
+		s.rebind = append(s.rebind, argRef{ref.node + nc, ref.arg})
+	}
 	s.renews = firstOverwrites(g)
+	for i, v := range s0.renews {
+		s.renews[i] = s.renews[i] || v
+	}
+	s.p = compile(g)
+	// A source may not share a storage with memory the graph touches; storages folded
+	// into another's buffer (elided) are never touched, and their memory may be free.
+	elided := map[int32]bool{}
+	for _, x := range s.p.elided {
+		elided[x] = true
+	}
+	for o := int32(0); o < s.srcs[0]; o++ {
+		if !elided[o] {
+			s.clash = append(s.clash, o)
+		}
+	}
 	r.copyIn = s
 	return nil
 }
 
-// bindSources points the copy-in graph g (from newBound) at a launch's sources: their
-// data pointers, each in a storage of its own that is none of the static tensors'.
-func (s *segment) bindSources(g *graph, src []unsafe.Pointer) error {
-	if len(src) != len(s.inputs) {
-		return fmt.Errorf("expected %d copy sources, got %d", len(s.inputs), len(src))
+// copyInKernel is the copy of a source into its static tensor: both laid out alike, so a
+// dense view is one memmove.
+func copyInKernel(c *Call) error {
+	d, src := c.T[0], c.T[1]
+	a := operand{t: d}
+	lo, hi := a.extent()
+	if n := d.Numel() * int64(d.DType.Size()); n > 0 && hi-lo == n && d.DType == src.DType &&
+		slicesEqual(d.Sizes, src.Sizes) && slicesEqual(d.Strides, src.Strides) {
+		copy(unsafe.Slice((*byte)(unsafe.Add(d.Ptr, lo)), n), unsafe.Slice((*byte)(unsafe.Add(src.Ptr, lo)), n))
+		return nil
 	}
-	for k, ord := range s.inputs {
+	return kernels.Copy(d, src)
+}
+
+func slicesEqual(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrSourceAliases: a copy source shares a storage with another or with memory the graph
+// touches (the caller then copies op by op and launches the recipe without its copy-in).
+var ErrSourceAliases = errors.New("copy sources alias")
+
+// bindSources points the copy-in segment's graph g (from newBound, bound with bindInto)
+// at a launch's sources: their data pointers, each in a storage of its own that is none of
+// the graph's others.
+func (s *segment) bindSources(g *graph, src []unsafe.Pointer) error {
+	if len(src) != len(s.srcs) {
+		return fmt.Errorf("expected %d copy sources, got %d", len(s.srcs), len(src))
+	}
+	for k, ord := range s.srcs {
 		base, size, ok := device.Find(uintptr(src[k]))
 		if !ok {
 			return fmt.Errorf("copy source %d is not device memory", k)
 		}
-		if _, clash := s.g.ord[uintptr(base)]; clash {
-			return fmt.Errorf("copy source %d shares a storage with a static input", k)
-		}
-		for _, o := range s.inputs[:k] {
+		for _, o := range s.clash {
 			if g.stos[o].base == uintptr(base) {
-				return fmt.Errorf("copy sources %d and %d share a storage", k, o)
+				return fmt.Errorf("copy source %d shares a storage with the graph's memory: %w", k, ErrSourceAliases)
+			}
+		}
+		for j, o := range s.srcs[:k] {
+			if g.stos[o].base == uintptr(base) {
+				return fmt.Errorf("copy sources %d and %d share a storage: %w", k, j, ErrSourceAliases)
 			}
 		}
 		st := g.stos[ord]
 		st.ptr, st.base, st.size = base, uintptr(base), size
-		a := &g.nodes[s.rebind[k].node].args[s.rebind[k].arg]
+		a := &g.nodes[s.srcRefs[k].node].args[s.srcRefs[k].arg]
 		a.t.Ptr, a.off = src[k], int64(uintptr(src[k])-uintptr(base))
 		if _, hi := a.extent(); hi > size {
 			return fmt.Errorf("copy source %d reaches past its storage", k)
@@ -959,28 +1038,13 @@ func (s *segment) bindSources(g *graph, src []unsafe.Pointer) error {
 }
 
 // LaunchRecipeCopy copies each src (a device data pointer, laid out as its static tensor)
-// into the static tensors of SetCopyIn and then launches the recipe as LaunchRecipe does:
-// one queued copy graph and the segments, in one call. Without lazy mode both run at once.
+// into the static tensors of SetCopyIn and then runs the recipe, as LaunchRecipe does: the
+// copies and the first segment are one queued graph. Without lazy mode it all runs at once.
+// ErrSourceAliases (wrapped) means nothing of the recipe ran.
 func LaunchRecipeCopy(r *Recipe, src, in, out []unsafe.Pointer, rnd []int64) error {
-	s := r.copyIn
-	if s == nil {
-		return fmt.Errorf("recipe %s has no copy-in (SetCopyIn)", r.id)
-	}
 	e := eng
 	if e == nil {
-		r.mu.Lock()
-		if s.runG == nil {
-			s.runG = s.newBound()
-		}
-		err := s.bindSources(s.runG, src)
-		if err == nil {
-			err = runPlan(s.runG, s.p, r.id)
-		}
-		r.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		return RunRecipe(r, in, out, rnd)
+		return runRecipeCopy(r, src, in, out, rnd)
 	}
 	e.lastRecord.Store(int64(time.Since(engineEpoch)))
 	if err := e.launchCurrent("recipe launch"); err != nil {
@@ -991,39 +1055,85 @@ func LaunchRecipeCopy(r *Recipe, src, in, out []unsafe.Pointer, rnd []int64) err
 		r.mu.Unlock()
 		return fmt.Errorf("recipe %s was released", r.id)
 	}
+	if r.copyIn == nil {
+		r.mu.Unlock()
+		return fmt.Errorf("recipe %s has no copy-in (SetCopyIn)", r.id)
+	}
 	if err := r.checkRun(in, out, rnd); err != nil {
 		r.mu.Unlock()
 		return err
 	}
-	cg := s.take()
-	if err := s.bindSources(cg, src); err != nil {
-		r.mu.Unlock()
-		s.put(cg)
-		return err
-	}
 	var two [2]*graph
 	gs := two[:0]
-	if len(r.segs) > 1 {
+	if len(r.segs) > 2 {
 		gs = make([]*graph, 0, len(r.segs))
 	}
-	for _, sg := range r.segs {
+	for i := range r.segs {
+		sg := r.segs[i]
+		if i == 0 {
+			sg = r.copyIn
+		}
 		g := sg.take()
 		sg.bindInto(g, r.inputs, in, out, rnd)
 		gs = append(gs, g)
+		if i == 0 {
+			if err := sg.bindSources(g, src); err != nil {
+				r.mu.Unlock()
+				sg.put(g)
+				return err
+			}
+		}
 	}
 	r.mu.Unlock()
-	if err := e.launchBound(cg, s.p, r.replayReason(), s.renews, s.recycle); err != nil {
-		s.put(cg)
-		for i, g := range gs {
-			r.segs[i].put(g)
-		}
-		return err
-	}
 	for i, g := range gs {
 		sg := r.segs[i]
+		if i == 0 {
+			sg = r.copyIn
+		}
 		if err := e.launchBound(g, sg.p, r.replayReason(), sg.renews, sg.recycle); err != nil {
+			for j := i; j < len(gs); j++ { // never queued: back to their pools
+				if j == 0 {
+					r.copyIn.put(gs[j])
+				} else {
+					r.segs[j].put(gs[j])
+				}
+			}
 			return err
 		}
 	}
 	return e.takeErr()
+}
+
+// runRecipeCopy is LaunchRecipeCopy without lazy mode: the runs happen at once.
+func runRecipeCopy(r *Recipe, src, in, out []unsafe.Pointer, rnd []int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.released {
+		return fmt.Errorf("recipe %s was released", r.id)
+	}
+	if r.copyIn == nil {
+		return fmt.Errorf("recipe %s has no copy-in (SetCopyIn)", r.id)
+	}
+	if err := r.checkRun(in, out, rnd); err != nil {
+		return err
+	}
+	for i := range r.segs {
+		s := r.segs[i]
+		if i == 0 {
+			s = r.copyIn
+		}
+		if s.runG == nil {
+			s.runG = s.newBound()
+		}
+		s.bindInto(s.runG, r.inputs, in, out, rnd)
+		if i == 0 {
+			if err := s.bindSources(s.runG, src); err != nil {
+				return err
+			}
+		}
+		if err := runPlan(s.runG, s.p, r.id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -321,3 +321,51 @@ func TestRecipeLaunchOfFusedLoopAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// With several segments, the copies run with the first and the later segments read the
+// static inputs they filled.
+func TestRecipeLaunchCopiesIntoStaticsAcrossSegments(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	x, out := randBuf(t, 300, r), newBuf(t, 300)
+	if err := BeginCapture(false, true); err != nil {
+		t.Fatal(err)
+	}
+	tmp := newBuf(t, 300)
+	NoteAlloc(tmp.p)
+	NoteAlloc(out.p)
+	ew(t, "ew.mul", tmp.all(), []kernels.Tensor{x.all(), x.all()})
+	if err := Step(false, "mark_step"); err != nil {
+		t.Fatal(err)
+	}
+	ew(t, "ew.add", out.all(), []kernels.Tensor{tmp.all(), x.all()}, 1)
+	if err := Free(tmp.p); err != nil {
+		t.Fatal(err)
+	}
+	rec, info, err := EndCapture(nil, nil, nil, nil, []uintptr{uintptr(out.p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	if info.Segments != 2 {
+		t.Fatalf("unexpected capture info %+v", info)
+	}
+	if err := rec.SetCopyIn([]kernels.Tensor{x.all()}); err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < 3; k++ {
+		src, out2 := randBuf(t, 300, r), newBuf(t, 300)
+		if err := LaunchRecipeCopy(rec, []unsafe.Pointer{src.p}, nil, []unsafe.Pointer{out2.p}, nil); err != nil {
+			t.Fatal(err)
+		}
+		eng.wait()
+		if err := eng.takeErr(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range out2.f32() {
+			v := src.f32()[i]
+			if x.f32()[i] != v || out2.f32()[i] != v*v+v {
+				t.Fatalf("launch %d element %d: static %v out %v, source %v", k, i, x.f32()[i], out2.f32()[i], v)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -224,7 +225,9 @@ func hpusim_recipe_set_copy_in(h C.int64_t, desc *C.int64_t, ndesc C.int) (rc C.
 
 // hpusim_recipe_launch_copy copies src[k] (device data pointers, laid out as the static
 // tensors) into the static tensors and launches the recipe as hpusim_recipe_launch does:
-// an HPU-graph replay with the tensor cache, in one crossing.
+// an HPU-graph replay with the tensor cache, in one crossing. It returns 2, having run
+// nothing of the recipe, when a source shares a storage with another or with the recipe's
+// memory.
 //
 //export hpusim_recipe_launch_copy
 func hpusim_recipe_launch_copy(h C.int64_t, src *unsafe.Pointer, nsrc C.int, in *unsafe.Pointer, nin C.int,
@@ -241,6 +244,9 @@ func hpusim_recipe_launch_copy(h C.int64_t, src *unsafe.Pointer, nsrc C.int, in 
 		draws = unsafe.Slice((*int64)(unsafe.Pointer(rnd)), int(nrnd))
 	}
 	if err := bridge.LaunchRecipeCopy(r, pointers(src, nsrc), pointers(in, nin), pointers(out, nout), draws); err != nil {
+		if errors.Is(err, bridge.ErrSourceAliases) {
+			return 2 // nothing ran: the caller copies op by op and launches
+		}
 		return setErr(err)
 	}
 	return statusOK

@@ -482,6 +482,10 @@ def test_wrap_in_hpu_graph_hit_path_runs_in_cpp_and_python_decides_the_rest(monk
     torch.testing.assert_close(out.cpu(), ref(a, a), rtol=1e-5, atol=1e-5)
     assert f(ha0, ha) is out  # a static input itself
     torch.testing.assert_close(out.cpu(), ref(a, a), rtol=1e-5, atol=1e-5)
+    for _ in range(2):  # the graph's own output as the next input (memory it writes)
+        prev = out.cpu()
+        assert f(out, ha) is out
+        torch.testing.assert_close(out.cpu(), ref(prev, a), rtol=1e-5, atol=1e-5)
     assert len(slow) == 1
     # A view is keyed by its layout too (a graph of its own); its calls take Python's path.
     views = []

@@ -176,7 +176,9 @@ class RecipeCall {
     if (one_graph) {
       py::object flat = run_impl(inputs, true, rnd, nrnd, from.data(), static_cast<int>(n));
       if (flat.is_none()) throw py::value_error("recipe inputs do not match the capture");
-      return flat;
+      if (!flat.is(aliased())) return flat;
+      // A source shares a storage with memory the recipe uses (a parameter, a static
+      // output): nothing ran; copy op by op below.
     }
     for (size_t k = 0; k < n; ++k) {
       if (from[k] == nullptr) continue;  // empty, or the static tensor itself
@@ -188,6 +190,12 @@ class RecipeCall {
     py::object flat = run(inputs, true, rnd, nrnd);
     if (flat.is_none()) throw py::value_error("recipe inputs do not match the capture");
     return flat;
+  }
+
+  // run_impl's answer when the core refused the copy sources (they alias its memory).
+  static const py::object& aliased() {
+    static const py::object* marker = new py::object(py::module_::import("builtins").attr("object")());
+    return *marker;
   }
 
   // The recipe was released (Recipe.__del__): calls return None from now on.
@@ -251,12 +259,14 @@ class RecipeCall {
       if (nsrc > 0) {
         rc = hpusim_recipe_launch_copy(handle_, src, nsrc, in_ptrs.data(), static_cast<int>(n), out_ptrs.data(),
                                        static_cast<int>(out_ptrs.size()), reinterpret_cast<int64_t*>(rnd), nrnd);
+
       } else {
         auto entry = launch ? hpusim_recipe_launch : hpusim_recipe_run;
         rc = entry(handle_, in_ptrs.data(), static_cast<int>(n), out_ptrs.data(), static_cast<int>(out_ptrs.size()),
                    reinterpret_cast<int64_t*>(rnd), nrnd);
       }
     }
+    if (nsrc > 0 && rc == 2) return aliased();  // nothing ran (hpusim_recipe_launch_copy)
     if (rc != 0) raise_last_error();
     py::list result(outputs_.size());
     for (size_t k = 0; k < outputs_.size(); ++k) {
