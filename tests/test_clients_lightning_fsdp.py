@@ -3,10 +3,13 @@ mode, one process over hccl; lightning-habana's CI runs its FSDP tests in eager 
 
 The device is given with its index, `torch.device("hpu", 0)`. lightning-habana's own FSDP
 tests pass an index-less `torch.device("hpu")`; torch's FSDP then takes
-`torch.device(torch.hpu.current_device())`, and torch resolves an integer device to its
-compile-time accelerator, which on the CUDA wheel this project pins is cuda (a second built
-accelerator would raise "Cannot have both CUDA and HPU"), so those tests end on cuda:0. That
-needs a CPU-only torch build, not anything the bridge can answer."""
+`torch.device(torch.hpu.current_device())`, and torch resolves an integer device to the
+build's compile-time accelerator (`at::getAccelerator`), which on the CUDA wheel this project
+pins is cuda, so those tests end on cuda:0. A device plugin cannot change that answer on this
+wheel: HPU hooks claiming to be built as well make torch raise "Cannot have both HPU and cuda."
+Only on a torch build without another accelerator could the HPU hooks take that role
+(`isBuilt()`), which hpusim's hooks do not do today (not testable on this wheel).
+"""
 import importlib.util
 import json
 import os
