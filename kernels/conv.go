@@ -155,6 +155,10 @@ func Conv2dForward(out, in, weight Tensor, bias *Tensor, p ConvParams) error {
 		return fmt.Errorf("bias of shape %v, expected [%d]", bias.Sizes, g.O)
 	}
 	if convBF16DotOK(g, &out, &in, &weight) {
+		if convDirectBF16FwdOK(g, p) {
+			convFwdDirectBF16(out, in, weight, bias, g, p) // conv_direct_bf16.go
+			return nil
+		}
 		convFwdBF16Dot(out, in, weight, bias, g, p) // conv_bf16dot.go
 		return nil
 	}
@@ -213,7 +217,11 @@ func Conv2dBackward(gin, gw, gb *Tensor, gout, in, weight Tensor, p ConvParams) 
 		if gb != nil {
 			db = make([]float32, g.O)
 		}
-		convBwdBF16Dot(gin, dw, db, gout, in, weight, g, p) // conv_bf16dot.go
+		if convDirectBF16BwdOK(g, p, gin != nil, gw != nil) {
+			convBwdDirectBF16(gin, dw, db, gout, in, weight, g, p) // conv_direct_bf16.go
+		} else {
+			convBwdBF16Dot(gin, dw, db, gout, in, weight, g, p) // conv_bf16dot.go
+		}
 		storeConvGrads(gw, gb, dw, db, g)
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 func TestConvImplicitMatchesIm2col(t *testing.T) {
 	needF32Dot(t)
 	defer setF32Dot(true)()
+	defer setConvDirect(false)() // these test the paths behind it
 	r := rand.New(rand.NewSource(11))
 	cases := []struct {
 		N, C, H, W, O, KH, KW int

@@ -14,6 +14,7 @@ import (
 func TestConvGradImplicitMatchesIm2col(t *testing.T) {
 	needF32Dot(t)
 	defer setF32Dot(true)()
+	defer setConvDirect(false)() // these test the paths behind it
 	r := rand.New(rand.NewSource(12))
 	cases := []struct {
 		N, C, H, W, O, KH, KW int
@@ -142,6 +143,7 @@ func closeToScale(t *testing.T, ci int, name string, got, want []float32) {
 func TestConvGradImplicitNonFinite(t *testing.T) {
 	needF32Dot(t)
 	defer setF32Dot(true)()
+	defer setConvDirect(false)() // these test the paths behind it
 	r := rand.New(rand.NewSource(13))
 	N, C, H, W, O := 2, 12, 6, 7, 6
 	p := ConvParams{1, 1, 1, 1, 1, 1, 1}
@@ -254,6 +256,7 @@ func TestConvGradImplicitRouting(t *testing.T) {
 func TestConvGradImplicitSampleStride(t *testing.T) {
 	needF32Dot(t)
 	defer setF32Dot(true)()
+	defer setConvDirect(false)() // these test the paths behind it
 	r := rand.New(rand.NewSource(15))
 	N, C, H, W, O := 5, 12, 9, 10, 8
 	p := ConvParams{1, 1, 1, 1, 1, 1, 1}

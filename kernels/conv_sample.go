@@ -45,6 +45,10 @@ func sampleSlice[T colElem](t Tensor, n int) []T {
 func sampleCost(g convGeom) int64 { return int64(max(g.Og*g.Kc*g.P, 1)) }
 
 func convFwdSamples[T gemmFloat](out, in Tensor, w, b []T, g convGeom, p ConvParams) {
+	if w32, ok := any(w).([]float32); ok && convDirectFwdOK(g, p) {
+		convFwdDirect(out, in, w32, any(b).([]float32), g, p) // conv_direct.go
+		return
+	}
 	if w32, ok := any(w).([]float32); ok && convF32DotOK(g, p) {
 		convFwdF32Dot(out, in, w32, any(b).([]float32), g, p) // conv_f32dot.go
 		return
@@ -74,6 +78,10 @@ func convFwdSamples[T gemmFloat](out, in Tensor, w, b []T, g convGeom, p ConvPar
 // convBwdSamples computes the requested gradients; dw (O*Kc, zeroed) and db (O) are the
 // compute-type results the caller stores.
 func convBwdSamples[T gemmFloat](gin *Tensor, dw, db []T, gout, in Tensor, w []T, g convGeom, p ConvParams) {
+	if w32, ok := any(w).([]float32); ok && convDirectBwdOK(g, p, gin != nil, dw != nil) {
+		convBwdDirect(gin, any(dw).([]float32), any(db).([]float32), gout, in, w32, g, p) // conv_direct.go
+		return
+	}
 	if w32, ok := any(w).([]float32); ok && convF32GradOK(g, p, gin != nil) {
 		convBwdF32Grad(gin, any(dw).([]float32), any(db).([]float32), gout, in, w32, g, p) // conv_f32grad.go
 		return
