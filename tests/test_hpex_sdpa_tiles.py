@@ -71,3 +71,21 @@ def test_causal_dropout_across_tiles():
     torch.testing.assert_close(out.detach().cpu().double(), ref.detach(), atol=1e-5, rtol=1e-5)
     for a, b in ((qh, qc), (kh, kc), (vh, vc)):
         torch.testing.assert_close(a.grad.cpu().double(), b.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_bad_input_raises_after_good_calls():
+    """The shape check (torch's own, on meta tensors) remembers only signatures that passed:
+    a bad mask raises what CPU raises every time, also after good calls with the same q/k/v
+    (for FusedSDPA and F.scaled_dot_product_attention alike)."""
+    q = torch.randn(1, 2, 8, 16)
+    bad = torch.ones(1, 2, 8, 7, dtype=torch.bool)  # 7 keys for 8
+    with pytest.raises(Exception) as cpu_err:
+        F.scaled_dot_product_attention(q, q, q, attn_mask=bad)
+    qh, badh = q.to("hpu"), bad.to("hpu")
+    for _ in range(2):
+        FusedSDPA.apply(qh, qh, qh, None, 0.0, True)
+        F.scaled_dot_product_attention(qh, qh, qh, is_causal=True)
+        with pytest.raises(cpu_err.type):
+            FusedSDPA.apply(qh, qh, qh, badh, 0.0, False)
+        with pytest.raises(cpu_err.type):
+            F.scaled_dot_product_attention(qh, qh, qh, attn_mask=badh)
