@@ -20,9 +20,30 @@ type KernelPanic struct{ Value any }
 func (p KernelPanic) Error() string { return fmt.Sprintf("kernel panic: %v", p.Value) }
 
 // Workers is how many workers (the caller plus pool helpers) a large kernel uses: one a
-// core, or fewer when GOMAXPROCS is lower. Lazy mode runs one Go processor more than the
-// cores (bridge.lazyRuntime) for its host and worker threads, not for more kernel workers.
-func Workers() int { return min(runtime.GOMAXPROCS(0), runtime.NumCPU()) }
+// core, or fewer when GOMAXPROCS or the thread setting (SetThreads) is lower. Lazy mode
+// runs one Go processor more than the cores (bridge.lazyRuntime) for its host and worker
+// threads, not for more kernel workers.
+func Workers() int {
+	w := min(runtime.GOMAXPROCS(0), runtime.NumCPU())
+	if t := int(threadLimit.Load()); t > 0 {
+		w = min(w, t)
+	}
+	return w
+}
+
+// threadLimit caps Workers when positive: the glue sets it to torch's intra-op thread
+// count (torch.set_num_threads, OMP_NUM_THREADS), which on Gaudi sizes the host's CPU
+// work, so a user who asks torch for one thread gets one kernel worker.
+var threadLimit atomic.Int32
+
+// SetThreads caps the kernel workers at n (n <= 0: one a core) and returns the previous
+// setting. Parts already split keep their split; the next kernel uses the new count.
+func SetThreads(n int) int {
+	if n < 0 {
+		n = 0
+	}
+	return int(threadLimit.Swap(int32(min(n, 1<<20))))
+}
 
 // ParallelFor runs fn over [0,n) split in contiguous chunks, one per worker, when the
 // total work (n*cost elements) is large enough; otherwise inline. The chunk bounds depend
@@ -146,29 +167,35 @@ func (j *poolJob) runPart(i int) {
 // goroutine is often not stolen by the idle processor before the caller has finished its
 // own half; a helper that is still spinning from the previous op starts within a
 // microsecond. This is the spin-then-sleep policy of OpenMP runtimes, which torch's CPU
-// kernels get from libgomp. The spin yields the Go processor now and then (Gosched), so
-// other goroutines are held up by it for tens of microseconds at most.
+// kernels get from libgomp, made adaptive: a helper spins about twice the idle gap it
+// has lately seen between jobs, and parks at once when jobs come further apart than the
+// spin limit, so between a training step's bursts of parallel kernels it leaves the core
+// to Python, autograd and torch's own threads instead of burning it. The spin yields the
+// Go processor now and then (Gosched), so other goroutines are held up by it for tens of
+// microseconds at most.
 type pool struct {
 	busy    atomic.Bool // a RunParts call owns the helpers
 	hush    atomic.Bool // park now: OpenBLAS's threads need the cores (blasGemmThreaded)
 	seq     atomic.Uint64
 	job     atomic.Pointer[poolJob]
-	mu      sync.Mutex // guards helpers
+	at      atomic.Int64 // when the last job was published (monoNow)
+	mu      sync.Mutex   // guards helpers
 	helpers []*poolHelper
 }
 
 type poolHelper struct {
 	parked atomic.Bool
 	wake   chan struct{}
+	gap    time.Duration // moving average of the idle gaps between jobs (helper-owned)
 }
 
 var workPool pool
 
-// spinWaitNs is how long an idle helper spins before it parks: HPUSIM_SPIN_US
-// microseconds (default 200; 0 parks at once). Atomic so tests may change it.
+// spinWaitNs is the longest an idle helper spins before it parks: HPUSIM_SPIN_US
+// microseconds (default 100; 0 parks at once). Atomic so tests may change it.
 var spinWaitNs = func() *atomic.Int64 {
 	v := new(atomic.Int64)
-	v.Store(int64(200 * time.Microsecond))
+	v.Store(int64(100 * time.Microsecond))
 	if us, err := strconv.Atoi(os.Getenv("HPUSIM_SPIN_US")); err == nil && us >= 0 {
 		v.Store(int64(time.Duration(us) * time.Microsecond))
 	}
@@ -176,6 +203,34 @@ var spinWaitNs = func() *atomic.Int64 {
 }()
 
 func spinWait() time.Duration { return time.Duration(spinWaitNs.Load()) }
+
+// spinBudget is how long h spins for the next job: twice its recent gap (a job usually
+// comes within that when jobs are close together), or nothing when the gaps have been
+// longer than the limit (spinning would not reach the job and only take the core).
+func (h *poolHelper) spinBudget() time.Duration {
+	limit := spinWait()
+	if h.gap >= limit {
+		return 0
+	}
+	return min(limit, 2*h.gap+minSpin)
+}
+
+// minSpin keeps a helper whose jobs come back to back from parking between them.
+const minSpin = 2 * time.Microsecond
+
+// observe folds the idle gap from idle (monoNow) to the next job's publication into h's
+// average (weight 1/4: a few long gaps, the optimizer step or the Python between steps,
+// turn spinning off; a few short ones turn it back on). The gap ends when the job was
+// published, not when a parked helper got to run, so a slow wake-up does not count.
+func (h *poolHelper) observe(p *pool, idle int64) {
+	gap := time.Duration(max(p.at.Load()-idle, 0))
+	h.gap += (gap - h.gap) / 4
+}
+
+// monoBase anchors monoNow, the monotonic clock in nanoseconds.
+var monoBase = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoBase)) }
 
 func (p *pool) publish(j *poolJob) {
 	want := Workers() - 1
@@ -187,6 +242,7 @@ func (p *pool) publish(j *poolJob) {
 	}
 	p.mu.Unlock()
 	p.job.Store(j)
+	p.at.Store(monoNow())
 	p.seq.Add(1)
 	for _, h := range p.helpers {
 		if h.parked.Load() {
@@ -210,24 +266,33 @@ func (p *pool) serve(h *poolHelper, seen uint64) {
 
 func (p *pool) await(h *poolHelper, seen uint64) uint64 {
 	start := time.Now()
+	idle := monoNow()
+	budget := h.spinBudget()
 	for i := 0; ; i++ {
 		if s := p.seq.Load(); s != seen {
+			h.observe(p, idle)
 			return s
 		}
-		if i&1023 != 1023 {
+		if i&255 != 255 && budget > 0 {
 			continue
 		}
-		if time.Since(start) >= spinWait() || p.hush.Load() {
+		if time.Since(start) >= budget || p.hush.Load() {
 			// Park. publish stores seq before it looks at parked, and we set parked
 			// before we look at seq again, so one of us sees the other: no lost wake-up.
 			h.parked.Store(true)
 			if s := p.seq.Load(); s != seen {
 				h.parked.Store(false)
+				h.observe(p, idle)
 				return s
 			}
 			<-h.wake
 			h.parked.Store(false)
-			start, i = time.Now(), 0
+			if s := p.seq.Load(); s != seen {
+				h.observe(p, idle)
+				return s
+			}
+			// A stale wake-up (sent as an earlier wait ended): park again.
+			i = 0
 			continue
 		}
 		// Now and then give the processor to any goroutine waiting for one; yielding on

@@ -229,3 +229,116 @@ func TestSoloRunsPartsOnCaller(t *testing.T) {
 		}
 	})
 }
+
+// TestParallelSetThreadsOne: with the thread setting at 1 (torch.set_num_threads(1)) every
+// part runs on the caller, one at a time, and ParallelFor does not split; back at 0 the
+// pool splits again.
+func TestParallelSetThreadsOne(t *testing.T) {
+	withWorkers(t, 2, func() {
+		prev := SetThreads(1)
+		defer SetThreads(prev)
+		if Workers() != 1 {
+			t.Fatalf("Workers() = %d with SetThreads(1)", Workers())
+		}
+		var running, most atomic.Int32
+		RunParts(8, func(int) {
+			if n := running.Add(1); n > most.Load() {
+				most.Store(n)
+			}
+			time.Sleep(20 * time.Microsecond)
+			running.Add(-1)
+		})
+		if most.Load() != 1 {
+			t.Fatalf("%d parts ran at once with one thread", most.Load())
+		}
+		calls := 0
+		ParallelFor(1<<20, 8, func(lo, hi int64) {
+			calls++
+			if lo != 0 || hi != 1<<20 {
+				t.Fatalf("one thread split [0,%d) into [%d,%d)", 1<<20, lo, hi)
+			}
+		})
+		if calls != 1 {
+			t.Fatalf("ParallelFor made %d calls with one thread", calls)
+		}
+		SetThreads(0)
+		if Workers() != 2 {
+			t.Fatalf("Workers() = %d after SetThreads(0) with GOMAXPROCS 2", Workers())
+		}
+	})
+}
+
+// TestParallelSpinBudgetAdapts: a helper spins about twice the idle gap it has lately seen
+// between jobs; gaps longer than the limit turn spinning off, and short gaps after them
+// turn it back on (the gap runs to the job's publication, so a parked helper's slow wake-up
+// does not keep it parked).
+func TestParallelSpinBudgetAdapts(t *testing.T) {
+	old := spinWaitNs.Load()
+	spinWaitNs.Store(int64(100 * time.Microsecond))
+	defer spinWaitNs.Store(old)
+	var p pool
+	h := &poolHelper{}
+	feed := func(gap time.Duration, n int) {
+		for i := 0; i < n; i++ {
+			p.at.Store(int64(10*time.Second) + int64(gap))
+			h.observe(&p, int64(10*time.Second))
+		}
+	}
+	feed(10*time.Microsecond, 20)
+	if b := h.spinBudget(); b < 15*time.Microsecond || b > 30*time.Microsecond {
+		t.Fatalf("gaps of 10 µs: spin budget %v, want about 20 µs", b)
+	}
+	feed(5*time.Millisecond, 3)
+	if b := h.spinBudget(); b != 0 {
+		t.Fatalf("after 5 ms gaps: spin budget %v, want 0 (park at once)", b)
+	}
+	feed(10*time.Microsecond, 20)
+	if b := h.spinBudget(); b == 0 || b > 50*time.Microsecond {
+		t.Fatalf("back to 10 µs gaps: spin budget %v, want 20-50 µs", b)
+	}
+	feed(80*time.Microsecond, 20)
+	if b := h.spinBudget(); b != 100*time.Microsecond {
+		t.Fatalf("gaps of 80 µs: spin budget %v, want the 100 µs limit", b)
+	}
+	// A job published before the helper went idle (it was still busy) is a zero gap.
+	p.at.Store(int64(time.Second))
+	for i := 0; i < 20; i++ {
+		h.observe(&p, int64(2*time.Second))
+	}
+	if b := h.spinBudget(); b < minSpin || b > minSpin+time.Microsecond {
+		t.Fatalf("zero gaps: spin budget %v, want about %v", b, minSpin)
+	}
+}
+
+func busyFor(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}
+
+// BenchmarkParallelPool times RunParts(2) jobs of a given size with a given gap of caller
+// work between them, reporting wall time per job and the process's CPU time per job beyond
+// the caller's gap work (the parts plus what the helpers' spinning takes from other threads).
+func BenchmarkParallelPool(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		part, gap time.Duration
+	}{{"small_gap5us", 5 * time.Microsecond, 5 * time.Microsecond},
+		{"small_gap50us", 5 * time.Microsecond, 50 * time.Microsecond},
+		{"small_gap1ms", 5 * time.Microsecond, time.Millisecond},
+		{"large_gap50us", 500 * time.Microsecond, 50 * time.Microsecond}} {
+		b.Run(c.name, func(b *testing.B) {
+			cpu0 := processCPU()
+			var job time.Duration
+			for i := 0; i < b.N; i++ {
+				busyFor(c.gap) // the caller's own work between kernels (Python, small ops)
+				t0 := time.Now()
+				RunParts(2, func(int) { busyFor(c.part) })
+				job += time.Since(t0)
+			}
+			b.ReportMetric(float64(job.Nanoseconds())/float64(b.N), "job-ns")
+			// CPU time beyond the caller's gap work: the job's parts plus the helpers' spinning.
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N)-float64(c.gap.Nanoseconds()),
+				"extra-cpu-ns/op")
+		})
+	}
+}

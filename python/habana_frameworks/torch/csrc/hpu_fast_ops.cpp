@@ -74,6 +74,7 @@ int hpusim_op_id(char* name);
 int hpusim_run(int op, int64_t* desc, int ndesc, double* fl, int nf);
 int hpusim_run_labeled(int op, int64_t* desc, int ndesc, double* fl, int nf, char* label);
 int hpusim_last_error(char* buf, int n);
+int hpusim_set_threads(int n);
 }
 
 namespace hpusim_fast {
@@ -149,6 +150,18 @@ struct HostScalar {
   uint16_t bf16;
 };
 
+// The Go kernels use as many workers as torch has intra-op threads (torch.set_num_threads,
+// OMP_NUM_THREADS), as the bridge's host-side work does; the count is read on the thread
+// running the op (as torch's own CPU kernels read it) and passed on when it changes.
+inline void sync_threads() {
+  static std::atomic<int> last{0};
+  const int n = at::get_num_threads();
+  if (n != last.load(std::memory_order_relaxed)) {
+    last.store(n, std::memory_order_relaxed);
+    hpusim_set_threads(n);
+  }
+}
+
 // The call frame of hpusim_run (see _native.run): tensor count, then per tensor its data
 // pointer, dtype, rank, sizes and strides; then the int arguments. Host scalars live here
 // too, so their pointers stay valid through the call (the Go core copies them at record).
@@ -174,6 +187,7 @@ struct Frame {
   // with it, an eager error the core does not class is an IndexError whose message drops
   // the Go op's "<op>: " prefix, as the Python lowering of a labelled op raises it.
   void run(int id, double* fl, int nf, const char* label = nullptr, const char* goop = nullptr) {
+    sync_threads();
     const int rc = label != nullptr ? hpusim_run_labeled(id, v, n, fl, nf, const_cast<char*>(label))
                                     : hpusim_run(id, v, n, fl, nf);
     if (rc != 0) {
