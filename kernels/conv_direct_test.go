@@ -226,14 +226,17 @@ func TestConvDirectBF16(t *testing.T) {
 	t1 := func(p []uint16) Tensor {
 		return Tensor{Ptr: unsafe.Pointer(&p[0]), DType: BFloat16, Sizes: []int64{int64(len(p))}, Strides: []int64{1}}
 	}
-	for ci, tc := range directCases {
+	// plus the CNN's first layer and a 1-channel 3x3 of 20 channels: weight gradient only
+	extra := []directCase{{2, 1, 28, 28, 16, 3, 3, ConvParams{1, 1, 1, 1, 1, 1, 1}},
+		{2, 1, 9, 10, 20, 3, 3, ConvParams{1, 1, 0, 1, 1, 1, 1}}}
+	for ci, tc := range append(append([]directCase{}, directCases...), extra...) {
 		g := convGeomOf(t, tc.N, tc.C, tc.H, tc.W, tc.O, tc.KH, tc.KW, tc.p)
-		if !convDirectBF16FwdOK(g, tc.p) {
+		if ci < len(directCases) && !convDirectBF16FwdOK(g, tc.p) {
 			t.Fatalf("case %d: expected the direct bf16 forward to take %+v", ci, g)
 		}
 		weight := convDirectBF16BwdOK(g, tc.p, false, true)
 		input := convDirectBF16BwdOK(g, tc.p, true, false)
-		if weight != (tc.p.StrideH == 1 && g.OW%2 == 0) {
+		if weight != (tc.p.StrideH == 1 && g.OW%2 == 0 && g.Kc >= dconvBF16WeightMinK) || (ci >= len(directCases) && !weight) {
 			t.Fatalf("case %d: bf16 weight-gradient routing %v", ci, weight)
 		}
 		xs, ws, ys := [4]int{tc.N, tc.C, tc.H, tc.W}, [4]int{tc.O, tc.C / tc.p.Groups, tc.KH, tc.KW}, [4]int{tc.N, tc.O, g.OH, g.OW}
