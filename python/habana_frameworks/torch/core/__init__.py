@@ -55,5 +55,5 @@ from habana_frameworks.torch import dynamo as _dynamo  # noqa: E402,F401  (hpu_b
 from . import quantization  # noqa: E402,F401  (inference/quantization setup, also re-exported here)
 from .quantization import (  # noqa: E402,F401
     hpu_inference_initialize, hpu_initialize, hpu_reset_env, hpu_set_env, hpu_set_inference_env,
-    hpu_teardown_inference_env,
+    hpu_teardown_inference_env, hpu_inference_set_env, hpu_inference_reset_env,
 )

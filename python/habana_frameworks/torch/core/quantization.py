@@ -61,11 +61,18 @@ def hpu_set_env(model: Optional[torch.nn.Module] = None) -> Optional[torch.nn.Mo
     return model
 
 
-def hpu_set_inference_env() -> None:
-    """As hpu_set_env, plus quantized dtypes kept through the graph."""
+def hpu_set_inference_env(model: Optional[torch.nn.Module] = None) -> Optional[torch.nn.Module]:
+    """As hpu_set_env, plus quantized dtypes kept through the graph. Returns the model."""
     hpu.enable_inference_mode()
     hpu.enable_quantization()
     hpu.enable_matmul3d_2d_reshape()
+    return model
+
+
+def hpu_inference_set_env(model: Optional[torch.nn.Module] = None) -> Optional[torch.nn.Module]:
+    """The newer bridge's name for hpu_set_inference_env (vLLM and neural-compressor call it,
+    falling back to hpu_set_env where it is missing)."""
+    return hpu_set_inference_env(model)
 
 
 def hpu_reset_env() -> None:
@@ -78,6 +85,11 @@ def hpu_teardown_inference_env() -> None:
     hpu.disable_inference_mode()
     hpu.disable_quantization()
     hpu.disable_matmul3d_2d_reshape()
+
+
+def hpu_inference_reset_env() -> None:
+    """The newer bridge's name for hpu_teardown_inference_env."""
+    hpu_teardown_inference_env()
 
 
 def hpu_initialize(model: Optional[torch.nn.Module] = None, mark_only_scales_as_const: bool = False,

@@ -61,3 +61,43 @@ class FusedSDPA:
         if not extras:
             return out
         return (out, *extras)
+
+
+# Grouped-query attention helpers, module-level as in the bridge: vLLM's Gaudi path imports
+# them (`from habana_frameworks.torch.hpex.kernels.FusedSDPA import is_gqa, ...`) and calls
+# FusedSDPA on the 5-D [batch, groups, heads per group, seq, dim] views they make.
+def is_gqa(q: torch.Tensor, k: torch.Tensor) -> bool:
+    """True for 4-D [batch, heads, seq, dim] inputs whose key/value heads are fewer than the
+    query heads but more than one (one shared head is plain multi-query broadcasting)."""
+    if q.dim() != 4:
+        return False
+    return q.shape[1] != k.shape[1] and k.shape[1] != 1
+
+
+def gqa_input_reshape_fwd(q, k, v, attention_mask):
+    """Split the query heads into k's head groups; k and v get a size-1 heads-per-group axis
+    that broadcasts. A per-query-head mask is split like q, a shared one gains a group axis."""
+    b, hq, sq, d = q.shape
+    groups = k.shape[1]
+    per_group = hq // groups
+    q5 = q.reshape(b, groups, per_group, sq, d)
+    k5 = k.reshape(k.shape[0], groups, 1, k.shape[2], k.shape[3])
+    v5 = v.reshape(v.shape[0], groups, 1, v.shape[2], v.shape[3])
+    if attention_mask is not None:
+        mb, mh, mt, ms = attention_mask.shape
+        if mh == hq:
+            attention_mask = attention_mask.reshape(mb, groups, per_group, mt, ms)
+        else:
+            attention_mask = attention_mask.unsqueeze(1)
+    return q5, k5, v5, attention_mask
+
+
+def gqa_input_reshape_bwd(q, v, grad_in):
+    """A gradient shaped like the 4-D output, viewed as the 5-D grouped query."""
+    return grad_in.reshape(q.shape[0], q.shape[1], q.shape[2], q.shape[3], v.shape[-1])
+
+
+def gqa_output_reshape(tensor):
+    """Merge the [groups, heads per group] axes of a 5-D result back into heads."""
+    b, groups, per_group, s, d = tensor.shape
+    return tensor.reshape(b, groups * per_group, s, d)
