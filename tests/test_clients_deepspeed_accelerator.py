@@ -1,7 +1,8 @@
 """DeepSpeed's HPU accelerator (public deepspeed 0.17.6, `deepspeed/accelerator/hpu_accelerator.py`)
 as DeepSpeed and its users call it: device naming, RNG state round trips, streams and events,
 memory figures that follow real allocations, the hccl backend name and the op builders it
-resolves (missing ones come back as DeepSpeed's NotImplementedBuilder, as on a Gaudi)."""
+resolves (missing ones come back as DeepSpeed's NotImplementedBuilder, as on a Gaudi); in lazy
+mode DeepSpeed's FusedAdam calls hpu::optimizer_adamw with the lazy bridge's float decay factor."""
 import importlib.util
 import os
 
@@ -82,8 +83,8 @@ def test_op_builders(acc):
     ref = torch.nn.Linear(4, 3)
     ref.load_state_dict(m.state_dict())
     m = m.to("hpu")
-    opt = FusedAdam(m.parameters(), lr=1e-2)
-    ropt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.0)
+    opt = FusedAdam(m.parameters(), lr=1e-2, weight_decay=0.1)
+    ropt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.1)
     x = torch.randn(5, 4)
     for _ in range(3):
         opt.zero_grad()

@@ -164,6 +164,22 @@ _define("optimizer_adamw(Tensor[] gradient_vec, Tensor(a!)[] weight_vec, Tensor(
         "Tensor(e!)[]? exp_avg_sq_scales=None) -> ()", optimizer_adamw)
 
 
+def optimizer_adamw_float_wd(gradient_vec, weight_vec, exp_avg_vec, exp_avg_sq_vec, neg_step_t, beta1, beta2,
+                             epsilon, weight_decay, exp_avg_scales=None, exp_avg_sq_scales=None):
+    """The lazy bridge's form: the decay factor (1 - lr*wd) as a float, always applied.
+    DeepSpeed's HPU FusedAdam calls it so in lazy mode; torch.ops.hpu.optimizer_adamw picks
+    this overload by the argument types (additive: the tensor form stays as it was)."""
+    wd = torch.tensor([float(weight_decay)], dtype=neg_step_t.dtype, device=neg_step_t.device)
+    optimizer_adamw(gradient_vec, weight_vec, exp_avg_vec, exp_avg_sq_vec, neg_step_t, beta1, beta2, epsilon,
+                    wd, True, exp_avg_scales, exp_avg_sq_scales)
+
+
+_define("optimizer_adamw.float_wd(Tensor[] gradient_vec, Tensor(a!)[] weight_vec, Tensor(b!)[] exp_avg_vec, "
+        "Tensor(c!)[] exp_avg_sq_vec, Tensor neg_step_t, float beta1, float beta2, float epsilon, "
+        "float weight_decay, Tensor(d!)[]? exp_avg_scales=None, "
+        "Tensor(e!)[]? exp_avg_sq_scales=None) -> ()", optimizer_adamw_float_wd)
+
+
 # ------------------------------------------------------------------------------- SGD
 
 def optimizer_sgd(gradients, weights_in, learning_rate, wd, mom, damp, nesterov):
