@@ -60,14 +60,16 @@ test-go:
 	CGO_ENABLED=0 go test ./kernels
 
 # The second pass runs the OpInfo suite, the lazy tests, the reference models and the fast
-# C++ kernels' A/B against the Python lowerings in lazy mode.
+# C++ kernels' A/B against the Python lowerings in lazy mode, and torch.compile(hpu_backend)
+# as a lazy-mode script gets it (graphs run as lazy ops).
 test-py:
 	$(PY) -m pytest -q -n $(JOBS) tests
 	PT_HPU_LAZY_MODE=1 $(PY) -m pytest -q -n $(JOBS) tests/test_opinfo.py tests/test_lazy.py tests/test_lazy_models.py \
 		tests/test_fast_ops.py tests/test_fast_ops_nn.py tests/test_fast_ops_direct.py tests/test_recipe.py tests/test_hpex_optimizers.py tests/test_hpex_kernels.py \
 		tests/test_hpu_graphs.py tests/test_model_families.py tests/test_layouts.py tests/test_clients_ops.py \
 		tests/test_nn_more_ops.py tests/test_ops_index_more.py tests/test_ops_losses_factories.py \
-		tests/test_hpex_embedding_bag.py tests/test_ops_selection.py tests/test_clients_deepspeed_accelerator.py tests/test_clients_vllm.py
+		tests/test_hpex_embedding_bag.py tests/test_ops_selection.py tests/test_clients_deepspeed_accelerator.py tests/test_clients_vllm.py \
+		tests/test_compile.py
 
 # Benchmarks (not a test): training-step throughput per mode and GEMM against OpenBLAS;
 # prints the tables and writes bench/results.json. E.g. `make bench BENCH_ARGS=--quick`.

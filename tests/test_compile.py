@@ -17,10 +17,18 @@ import torch.nn.functional as F
 import habana_frameworks.torch.core as htcore  # noqa: F401
 from habana_frameworks.torch.dynamo.compile_backend import config as hpu_config
 from habana_frameworks.torch.dynamo.compile_backend import recipe_compiler
+from habana_frameworks.torch.utils.internal import is_lazy
 from hpusim_models import build, make_batches
 from hpusim_models.models import TinyTransformerLM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The Makefile's second pass runs this file with PT_HPU_LAZY_MODE=1: a lazy-mode script
+# calling torch.compile gets its graphs run as lazy ops (the bridge does not support
+# hpu_backend there), so results must still equal the CPU's, while placement, clusters,
+# recipes and their metrics, logs and dumps exist in eager mode only.
+LAZY = is_lazy()
+recipes_only = pytest.mark.skipif(LAZY, reason="lazy mode runs compiled graphs as lazy ops, without recipes")
 
 
 @pytest.fixture(autouse=True)
@@ -45,6 +53,7 @@ def _run_py(code: str, **env) -> subprocess.CompletedProcess:
 
 # ---- registration ---------------------------------------------------------------------
 
+@pytest.mark.skipif(LAZY, reason="the bridge's autoload is off in lazy mode")
 def test_import_torch_alone_registers_hpu_backend():
     r = _run_py("import torch, sys\n"
                 "assert 'hpu_backend' in torch._dynamo.list_backends(), torch._dynamo.list_backends()\n"
@@ -121,7 +130,7 @@ def _train(model: nn.Module, forward, batches, device: str, steps_compiled=None)
 _TOL = {"mlp": 1e-5, "cnn": 2e-2, "transformer": 1e-5}
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer"])
+@pytest.mark.parametrize("name", ["mlp"] if LAZY else ["mlp", "cnn", "transformer"])
 def test_reference_model_compiled_trains_as_cpu(name, fallback_counter):
     """The MNIST `train_function` pattern: model compiled, loss/backward/optimizer eager."""
     torch.set_num_threads(1)
@@ -133,9 +142,9 @@ def test_reference_model_compiled_trains_as_cpu(name, fallback_counter):
     before = recipe_compiler.stats()
     hpu_losses = _train(hpu_model, compiled, batches, "hpu")
     after = recipe_compiler.stats()
-    # Forward and backward each ran as Go recipes: captured once, then launched.
-    assert after.get("recipe_compilations", 0) - before.get("recipe_compilations", 0) >= 2
-    assert after.get("recipe_hits", 0) - before.get("recipe_hits", 0) >= 2 * (len(batches) - 1)
+    if not LAZY:  # forward and backward each ran as Go recipes: captured once, then launched
+        assert after.get("recipe_compilations", 0) - before.get("recipe_compilations", 0) >= 2
+        assert after.get("recipe_hits", 0) - before.get("recipe_hits", 0) >= 2 * (len(batches) - 1)
     assert after.get("eager_clusters", 0) == before.get("eager_clusters", 0)
     assert hpu_losses == pytest.approx(cpu_losses, rel=_TOL[name], abs=1e-6)
     # Parameters: atol 5e-5 because AdamW turns rounding noise in near-zero gradients (the
@@ -192,6 +201,7 @@ def test_whole_training_step_compiled_including_optimizer_step(optim):
             torch.testing.assert_close(opt.state[p_hpu][key].cpu(), value, rtol=1e-4, atol=1e-6)
 
 
+@recipes_only
 def test_host_scalar_math_is_folded_on_the_host_and_writes_back():
     """AdamW's pattern without `capturable`: a host 0-dim step count, incremented in place,
     whose bias corrections scale a device tensor. The corrections are one host scalar
@@ -243,6 +253,7 @@ def _recording_eager_nodes(stage_nodes: list[tuple[bool, str]]):
     return passes, record
 
 
+@recipes_only
 def test_step_count_write_backs_are_one_foreach_add():
     """Per-parameter host step counts (AdamW without `capturable`) are written back by one
     `_foreach_add_` after the recipe, not by an add and a copy_ each; the counts and the
@@ -274,6 +285,7 @@ def test_step_count_write_backs_are_one_foreach_add():
         torch.testing.assert_close(p_h.cpu(), p_c, rtol=1e-6, atol=1e-7)
 
 
+@recipes_only
 def test_output_views_of_a_cluster_come_from_the_recipe():
     """The transposed weight gradients a backward returns are views of the recipe's
     outputs, rebuilt by the recipe runner: the backward graph keeps no eager view ops,
@@ -332,6 +344,7 @@ def test_hpusim_runtime_frames_are_not_traced_by_dynamo():
     assert ht.hpu.is_available()
 
 
+@pytest.mark.skipif(LAZY, reason="the eager pass covers it; inductor is no hpu path")
 def test_inductor_still_compiles_cpu_code_in_a_process_using_hpusim():
     """PyTorch's own torch.compile (inductor) on CPU tensors, forward and backward, next to
     hpu work in the same process: hpusim registers hpu_backend and leaves inductor alone."""
@@ -364,6 +377,7 @@ def test_cpu_fallback_op_runs_eagerly_inside_the_graph(fallback_counter):
     assert fallback_counter().get("aten::linalg_matrix_exp", 0) >= 1
 
 
+@recipes_only
 def test_use_eager_fallback_off_asserts():
     f = _compile(lambda x: torch.linalg.matrix_exp(x) + 1, options={"use_eager_fallback": False})
     with pytest.raises(Exception, match="Eager fallback in nodes"):
@@ -379,7 +393,7 @@ def test_graph_break_runs_the_rest_eagerly():
     x = torch.randn(6)
     graphs = _stat("graphs")
     torch.testing.assert_close(_compile(f)(x.to("hpu")).cpu(), f(x))
-    assert _stat("graphs") - graphs == 2
+    assert _stat("graphs") - graphs == (0 if LAZY else 2)
 
 
 def test_inplace_updates_of_inputs_land_in_their_storage():
@@ -452,14 +466,14 @@ def test_new_shape_recompiles_and_dynamic_true_works():
     for n in (2, 7, 4):
         x = torch.randn(n, 5)
         torch.testing.assert_close(c(x.to("hpu"), w.to("hpu")).cpu(), f(x, w))
-    assert _stat("graphs") - graphs == 3  # one graph per shape (static)
+    assert _stat("graphs") - graphs == (0 if LAZY else 3)  # one graph per shape (static)
     torch._dynamo.reset()
     graphs = _stat("graphs")
     d = _compile(f, dynamic=True)
     for n in (2, 7, 4):
         x = torch.randn(n, 5)
         torch.testing.assert_close(d(x.to("hpu"), w.to("hpu")).cpu(), f(x, w))
-    assert _stat("graphs") - graphs == 1  # one symbolic graph
+    assert _stat("graphs") - graphs == (0 if LAZY else 1)  # one symbolic graph
 
 
 def test_mark_dynamic_with_force_static_compile():
@@ -488,6 +502,7 @@ def test_bad_input_raises_at_the_call_naming_the_op_and_the_process_keeps_workin
     torch.testing.assert_close(c(a, torch.ones(3, 4, device="hpu")).cpu(), a.cpu() @ torch.ones(3, 4) + 1)
 
 
+@recipes_only
 def test_failing_op_in_a_cluster_names_it():
     # Device-side failures surface from the cluster naming the aten op.
     def f(x, idx):
@@ -504,6 +519,7 @@ def test_failing_op_in_a_cluster_names_it():
 
 # ---- observability ---------------------------------------------------------------------
 
+@recipes_only
 def test_pt_compile_logs_and_graph_dumps(monkeypatch, tmp_path, capfd):
     monkeypatch.setenv("ENABLE_CONSOLE", "true")
     monkeypatch.setenv("LOG_LEVEL_PT_PYTHON", "2")
@@ -528,6 +544,30 @@ def test_disable_pass_by_env(monkeypatch):
     assert _stat("clusters") == clusters
 
 
+def _bench_run_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hpusim_bench_run", os.path.join(ROOT, "bench", "run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@recipes_only
+def test_compiled_launch_cost_can_be_measured_again():
+    # The benchmark measures it once per worker; a second call (after a dynamo reset, as
+    # the training benchmark makes between models, or without one) times the same probe.
+    bench_run = _bench_run_module()
+    keys = {"end_to_end_us", "hpu_backend_graph_us", "recipe_run_us"}
+    for reset in (False, True, False):
+        if reset:
+            torch._dynamo.reset()
+        cost = bench_run.compiled_launch_cost(rounds=2, calls=3)
+        assert set(cost) == keys and all(v > 0 for v in cost.values()), cost
+
+
+@pytest.mark.skipif(LAZY, reason="starts its own lazy-mode process; the eager pass runs it")
 def test_lazy_mode_runs_compiled_graphs_as_lazy_ops():
     r = _run_py("import torch, habana_frameworks.torch.core as htcore\n"
                 "f = torch.compile(lambda x: (x * 2).relu() + 1, backend='hpu_backend')\n"
