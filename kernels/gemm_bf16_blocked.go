@@ -148,11 +148,18 @@ func bgemmBF16Blocked(out, a, b Tensor, self *Tensor, alpha, beta float64, direc
 			run(pa, pb, bi, 0, mp, 0, np)
 			continue
 		}
-		gbPackParallel(w, needA, needB, mp, np, func(p0, p1 int) { packA(pa, bi, p0, p1) },
-			func(q0, q1 int) { packB(pb, bi, q0, q1) })
 		// Columns split when there are enough B panels (each part then streams all of A,
 		// which stays in cache, past its own B panels); rows otherwise.
 		byCols := np >= 2*w
+		// Split by columns, every part packs its own B panels just before it uses them:
+		// no pass over B and no wait between packing and computing, and the panels are
+		// still in the core's L2 when its tiles read them. Only what every part reads
+		// (A, or B of a split by rows) is packed first, by all the workers.
+		ownB := byCols && needB
+		if needA || (needB && !ownB) {
+			gbPackParallel(w, needA, needB && !ownB, mp, np, func(p0, p1 int) { packA(pa, bi, p0, p1) },
+				func(q0, q1 int) { packB(pb, bi, q0, q1) })
+		}
 		total := mp
 		if byCols {
 			total = np
@@ -163,6 +170,9 @@ func bgemmBF16Blocked(out, a, b Tensor, self *Tensor, alpha, beta float64, direc
 		RunParts(parts, func(pi int) {
 			lo, hi := pi*per, min((pi+1)*per, total)
 			if byCols {
+				if ownB {
+					packB(pb, bi, lo, hi)
+				}
 				run(pa, pb, bi, 0, mp, lo, hi)
 			} else {
 				run(pa, pb, bi, lo, hi, 0, np)

@@ -159,6 +159,10 @@ func TestGemmBF16Blocked(t *testing.T) {
 		{2, 64, 200, 301, bf16Layout{}, bf16Layout{}},            // parallel, odd k: A packed
 		{2, 130, 96, 256, bf16Layout{}, bf16Layout{trans: true}}, // parallel, transposed product
 		{1, 200, 70, 130, bf16Layout{trans: true}, bf16Layout{}}, // split by rows
+		// Split by columns, each part packing its own B panels: per batch, and for a
+		// broadcast B only in the first batch (the later ones reuse its panels).
+		{2, 30, 300, 64, bf16Layout{}, bf16Layout{pad: 3}},
+		{3, 30, 300, 64, bf16Layout{off: 2}, bf16Layout{bcastB: true}},
 		// Transposed product: A^T packed from rows with adjacent pairs, whole 16 x 16 blocks
 		// plus a tail of pairs, partial panels of 20 and 70 (64 + 6) lines.
 		{1, 20, 150, 70, bf16Layout{}, bf16Layout{trans: true}},
