@@ -132,9 +132,16 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 			if bf16 {
 				xb, ob := at(x.Ptr, c*x.Strides[1]*2), at(out.Ptr, c*out.Strides[1]*2)
 				sd, hd := scaleShift(c, func(mean float64, sq bool) float64 {
+					if bnBF16Vec {
+						return bnSumBF16V(xb, x.Strides[0], N, S, mean, sq)
+					}
 					return bnSumBF16C(xb, x.Strides[0], N, S, mean, sq)
 				})
-				bnApplyBF16C(xb, x.Strides[0], ob, out.Strides[0], N, S, sd, hd)
+				if bnBF16Vec {
+					bnApplyBF16V(xb, x.Strides[0], ob, out.Strides[0], N, S, sd, hd)
+				} else {
+					bnApplyBF16C(xb, x.Strides[0], ob, out.Strides[0], N, S, sd, hd)
+				}
 				continue
 			}
 			if fast {
@@ -319,7 +326,11 @@ func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean,
 			}
 			if bf16 {
 				xp, gp := at(x.Ptr, c*x.Strides[1]*2), at(gout.Ptr, c*gout.Strides[1]*2)
-				sum, dotp := bnBwdSumsBF16C(xp, x.Strides[0], gp, gout.Strides[0], N, S, mean)
+				sumsF, applyF := bnBwdSumsBF16C, bnBwdApplyBF16C
+				if bnBF16Vec {
+					sumsF, applyF = bnBwdSumsBF16V, bnBwdApplyBF16V
+				}
+				sum, dotp := sumsF(xp, x.Strides[0], gp, gout.Strides[0], N, S, mean)
 				vec{gw}.set(c, dotp*invstd)
 				vec{gb}.set(c, sum)
 				if gin == nil {
@@ -327,7 +338,7 @@ func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean,
 				}
 				k := dotp * invstd * invstd / float64(cnt)
 				gm := sum / float64(cnt)
-				bnBwdApplyBF16C(xp, x.Strides[0], gp, gout.Strides[0], at(gin.Ptr, c*gin.Strides[1]*2), gin.Strides[0], N, S,
+				applyF(xp, x.Strides[0], gp, gout.Strides[0], at(gin.Ptr, c*gin.Strides[1]*2), gin.Strides[0], N, S,
 					mean, gm, k, invstd, vec{w}.get(c, 1), training)
 				continue
 			}
