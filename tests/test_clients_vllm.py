@@ -1,7 +1,8 @@
 """vLLM's Gaudi path (vllm-fork, vllm-gaudi, vllm-hpu-extension) as it calls the bridge:
 the module-level grouped-query attention helpers of `hpex.kernels.FusedSDPA` around a
-FusedSDPA call on 5-D grouped views, and the newer bridge's inference-env names in
-`habana_frameworks.torch.core`. Results are compared with torch's CPU attention."""
+FusedSDPA call on 5-D grouped views, the newer bridge's inference-env names in
+`habana_frameworks.torch.core`, and `core.weight_sharing` as quantization tools import it
+(tied parameters stay tied on hpu). Results are compared with torch's CPU attention."""
 import pytest
 import torch
 
@@ -73,3 +74,25 @@ def test_inference_env_new_names_switch_the_bridge_state():
     finally:
         htcore.hpu_teardown_inference_env()
     assert not hthpu.is_inference_mode_enabled()
+
+
+def test_weight_sharing_module_and_tied_parameters_survive_move():
+    # neural-compressor's clean_module_weight on HPU: import the module, compare the class.
+    from habana_frameworks.torch.core import weight_sharing
+    emb = torch.nn.Embedding(10, 4)
+    head = torch.nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight  # tied, as in language models
+    model = torch.nn.ModuleDict({"emb": emb, "head": head}).to("hpu")
+    w = model["head"].weight
+    assert w is model["emb"].weight and w.device.type == "hpu"
+    assert type(w) is torch.nn.Parameter and type(w) != weight_sharing.HabanaParameterWrapper
+    # The client then rebuilds each parameter on meta from its class and __dict__.
+    rebuilt = type(w)(torch.zeros(w.shape, device="meta"), requires_grad=w.requires_grad, **w.__dict__)
+    assert rebuilt.device.type == "meta" and rebuilt.shape == w.shape
+    with torch.no_grad():
+        model["emb"].weight.add_(1.0)  # one storage: the head sees the update
+    htcore.mark_step()
+    assert torch.equal(model["head"].weight.cpu(), model["emb"].weight.cpu())
+    weight_sharing.enable_weight_sharing()  # installs nothing, checks ties hold
+    wrapped = weight_sharing.HabanaParameterWrapper(torch.ones(2))
+    assert isinstance(wrapped, torch.nn.Parameter) and wrapped.requires_grad
