@@ -206,3 +206,61 @@ def test_host_scalar_program_keeps_ieee_results_and_can_be_disabled(monkeypatch)
     _compile(f)(step_h, p_h)
     assert folded == []  # the pass did not run: the math runs in the recipe
     torch.testing.assert_close(p_h.cpu(), torch.full((4,), (1 - 0.9) / -3))
+
+
+def test_host_scalar_chains_alike_run_once_per_distinct_step():
+    """An optimizer's per-parameter scalar chains are generated once and run once per
+    distinct step value; parameters whose steps differ (or are -0.0 against 0.0) get their
+    own results: those of the straight-line program bit for bit, and the CPU's."""
+    import math
+    import struct
+    from habana_frameworks.torch.dynamo.compile_backend import host_scalars
+
+    def f(s1, s2, s3, p1, p2, p3):
+        for s, p in ((s1, p1), (s2, p2), (s3, p3)):
+            s += 1
+            p.mul_((1 - 0.9 ** s) / (1 - 0.999 ** s) ** 0.5 + 1 / (s - 3))
+        return p1, p2, p3
+
+    programs: list[host_scalars.HostScalarProgram] = []
+    real = host_scalars.fold_host_scalar_math
+
+    def fold(gm):
+        n = real(gm)
+        programs.extend(t.target for t in gm.graph.nodes if isinstance(t.target, host_scalars.HostScalarProgram))
+        return n
+
+    import pytest as _pytest
+    mp = _pytest.MonkeyPatch()
+    mp.setattr("habana_frameworks.torch.dynamo.compile_backend.passes.fold_host_scalar_math", fold)
+    try:
+        compiled = _compile(f)
+        for steps in ((1.0, 1.0, 1.0), (1.0, 5.0, 1.0), (-1.0, -1.0, 2.0), (-0.0, 0.0, 7.0)):
+            sh = [torch.tensor(v) for v in steps]
+            sc = [torch.tensor(v) for v in steps]
+            ph = [torch.linspace(0.5, 1, 4).to("hpu") for _ in steps]
+            pc = [torch.linspace(0.5, 1, 4) for _ in steps]
+            compiled(*sh, *ph)
+            f(*sc, *pc)
+            for a, b in zip(ph, pc):
+                torch.testing.assert_close(a.cpu(), b, rtol=1e-6, atol=1e-7, equal_nan=True)
+            assert [t.item() for t in sh] == [t.item() for t in sc]
+    finally:
+        mp.undo()
+    assert programs
+    scope = programs[0]._program.__globals__
+    assert "_chain0" in scope and "_chain1" not in scope  # one chain, shared by the three parameters
+    prog = programs[0]
+    straight = host_scalars._generate(prog.num_inputs, prog.steps, prog.results, prog.targets, round_f32=True,
+                                      share=False)
+    assert "_chain0" not in straight.__globals__
+
+    def outcome(program, vals):
+        try:
+            return [struct.pack("d", v) for v in program(*vals)]
+        except (ArithmeticError, ValueError) as e:  # x/0, domain: __call__ then evaluates with IEEE semantics
+            return type(e).__name__
+
+    for vals in ((1.0, 1.0, 1.0), (2.0, 9.0, 2.0), (-0.0, 0.0, 0.0), (4.0, 4.0, 3.5), (1e6, 1e6, -3.0),
+                 (3.0, 3.0, 1.0), (math.inf, 1.0, 1.0)):
+        assert outcome(prog._program, vals) == outcome(straight, vals), vals

@@ -83,6 +83,7 @@ class HostScalarProgram:
         self.dtype = dtype
         self.device = device
         self.__name__ = f"host_scalar_program_{len(steps)}_ops"
+        self.targets = targets
         self._program = _generate(num_inputs, steps, results, targets, round_f32=dtype == torch.float32)
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
@@ -108,23 +109,103 @@ class _Slot(int):
     """An argument that names an environment slot (a plain int argument is a number)."""
 
 
-def _generate(num_inputs: int, steps: list[tuple[int, Callable, tuple, dict]], results: list[int],
-              targets: list[Any], round_f32: bool) -> Callable[..., tuple]:
-    """Straight-line Python for the program: one local per slot, no interpreter loop."""
-    def operand(a: Any) -> str:
-        if isinstance(a, _Slot):
-            return f"v{int(a)}"
-        return repr(float(a)) if math.isfinite(a) else f"float('{float(a)}')"
+def _operand(a: Any, name: Callable[[int], str]) -> str:
+    if isinstance(a, _Slot):
+        return name(int(a))
+    return repr(float(a)) if math.isfinite(a) else f"float('{float(a)}')"
 
-    lines = [f"def program({', '.join(f'v{i}' for i in range(num_inputs))}):"]
-    for (slot, _, args, kwargs), target in zip(steps, targets):
-        alpha = float(kwargs.get("alpha", 1))
-        expr = _SOURCE[target].format(*(operand(a) for a in args), al="" if alpha == 1 else f"{alpha!r} * ")
-        lines.append(f"    v{slot} = _unpack(_pack({expr}))[0]" if round_f32 else f"    v{slot} = {expr}")
-    lines.append(f"    return ({''.join(f'v{r}, ' for r in results)})")
-    scope = {"_pow": math.pow, "_sqrt": math.sqrt, "_pack": _F32.pack, "_unpack": _F32.unpack}
+
+def _step_line(step: tuple, target: Any, round_f32: bool, name: Callable[[int], str], indent: str) -> str:
+    slot, _, args, kwargs = step
+    alpha = float(kwargs.get("alpha", 1))
+    expr = _SOURCE[target].format(*(_operand(a, name) for a in args), al="" if alpha == 1 else f"{alpha!r} * ")
+    return f"{indent}{name(slot)} = _unpack(_pack({expr}))[0]" if round_f32 else f"{indent}{name(slot)} = {expr}"
+
+
+def _generate(num_inputs: int, steps: list[tuple[int, Callable, tuple, dict]], results: list[int],
+              targets: list[Any], round_f32: bool, share: bool = True) -> Callable[..., tuple]:
+    """Python for the program: shared chains when it has them, else straight-line code
+    (one local per slot, no interpreter loop)."""
+    lines = _shared_chains(num_inputs, steps, results, targets, round_f32) if share else None
+    if lines is None:
+        lines = [f"def program({', '.join(f'v{i}' for i in range(num_inputs))}):"]
+        for step, target in zip(steps, targets):
+            lines.append(_step_line(step, target, round_f32, lambda k: f"v{k}", "    "))
+        lines.append(f"    return ({''.join(f'v{r}, ' for r in results)})")
+    scope = {"_pow": math.pow, "_sqrt": math.sqrt, "_pack": _F32.pack, "_unpack": _F32.unpack,
+             "_key": _KEY.pack}
     exec(compile("\n".join(lines), "<host_scalar_program>", "exec"), scope)  # noqa: S102 - our own code
     return scope["program"]
+
+
+_KEY = struct.Struct("d")  # a value's bits: 0.0 and -0.0 (or two NaNs) are different inputs
+
+
+def _shared_chains(num_inputs: int, steps: list[tuple[int, Callable, tuple, dict]], results: list[int],
+                   targets: list[Any], round_f32: bool) -> list[str] | None:
+    """An optimizer's scalar math is one chain of ops per parameter, each reading only that
+    parameter's step count, the chains alike but for their input (AdamW: 12 ops per
+    parameter). Such chains are generated once, as a function of the one input, and the
+    program calls it once per distinct input value (compared bit for bit), reusing its
+    results for the other parameters, whose steps are normally equal: the same arithmetic
+    on the same value, so the same results. None when some op reads no input or several."""
+    owner: dict[int, int] = {i: i for i in range(num_inputs)}  # slot -> the input it derives from
+    chains: dict[int, list[int]] = {i: [] for i in range(num_inputs)}  # input -> its step indices
+    for k, (slot, _, args, _) in enumerate(steps):
+        srcs = {owner[int(a)] for a in args if isinstance(a, _Slot)}
+        if len(srcs) != 1:
+            return None
+        owner[slot] = src = srcs.pop()
+        chains[src].append(k)
+    result_set = set(results)
+    # A chain's form: its ops with slots renamed by position (input = 0, k-th op = k + 1).
+    forms: dict[tuple, int] = {}
+    form_of: dict[int, int] = {}
+    bodies: list[tuple[int, list[int]]] = []  # per form: (an input of it, its step indices)
+    for i in range(num_inputs):
+        local = {i: 0}
+        form = []
+        for n, k in enumerate(chains[i]):
+            slot, _, args, kwargs = steps[k]
+            local[slot] = n + 1
+            form.append((targets[k], tuple(("s", local[int(a)]) if isinstance(a, _Slot) else ("n", repr(a))
+                                           for a in args),
+                         tuple(sorted((key, repr(v)) for key, v in kwargs.items())), slot in result_set))
+        form_t = tuple(form)
+        if form_t not in forms:
+            forms[form_t] = len(bodies)
+            bodies.append((i, chains[i]))
+        form_of[i] = forms[form_t]
+    if len(bodies) == num_inputs:  # nothing shared: straight-line code is as cheap
+        return None
+    lines: list[str] = []
+    position: dict[int, tuple[int, int]] = {}  # result slot -> (input, index in its chain's results)
+    for f, (i, ks) in enumerate(bodies):
+        local = {i: "x"}
+        for n, k in enumerate(ks):
+            local[steps[k][0]] = f"t{n}"
+        lines.append(f"def _chain{f}(x):")
+        outs = []
+        for k in ks:
+            lines.append(_step_line(steps[k], targets[k], round_f32, lambda s: local[s], "    "))
+            if steps[k][0] in result_set:
+                outs.append(local[steps[k][0]])
+        lines.append(f"    return ({''.join(f'{o}, ' for o in outs)})")
+    for i in range(num_inputs):
+        outs = [steps[k][0] for k in chains[i] if steps[k][0] in result_set]
+        for n, r in enumerate(outs):
+            position[r] = (i, n)
+    lines.append(f"def program({', '.join(f'v{i}' for i in range(num_inputs))}):")
+    for f in range(len(bodies)):
+        lines.append(f"    m{f} = {{}}")
+    for i in range(num_inputs):
+        f = form_of[i]
+        lines.append(f"    k = _key(v{i})")
+        lines.append(f"    c{i} = m{f}.get(k)")
+        lines.append(f"    if c{i} is None:")
+        lines.append(f"        c{i} = m{f}[k] = _chain{f}(v{i})")
+    lines.append(f"    return ({''.join(f'c{position[r][0]}[{position[r][1]}], ' for r in results)})")
+    return lines
 
 
 def fold_host_scalar_math(gm: torch.fx.GraphModule) -> int:
