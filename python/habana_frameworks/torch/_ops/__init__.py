@@ -32,3 +32,5 @@ from . import conv_ops  # noqa: F401
 from . import sampling_ops  # noqa: F401
 from . import segment_ops  # noqa: F401
 from . import selection_ops  # noqa: F401
+from . import weight_norm_ops  # noqa: F401
+from . import randperm_ops  # noqa: F401
