@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch._subclasses.functional_tensor import FunctionalTensor as _FunctionalTensor
 import torch._subclasses
 
 from .. import _native
@@ -116,6 +117,8 @@ def native_ok(*ts) -> bool:
         if t.device.type != "hpu" or t.dtype != dt or dt not in _KERNEL_DTYPES:
             return False
         if isinstance(t, torch._subclasses.FakeTensor) or torch._is_functional_tensor(t):
+            return False
+        if isinstance(t, _FunctionalTensor):  # AOT autograd's Python wrapper (compile with grad)
             return False
     return True
 
