@@ -82,7 +82,8 @@ func RunParts(parts int, fn func(i int)) {
 	if parts <= 0 {
 		return
 	}
-	if parts == 1 || Workers() < 2 || soloNow() || !workPool.busy.CompareAndSwap(false, true) {
+	// (claim counts parts in 32 bits.)
+	if parts == 1 || parts > 1<<31 || Workers() < 2 || soloNow() || !workPool.busy.CompareAndSwap(false, true) {
 		for i := 0; i < parts; i++ {
 			fn(i)
 		}
@@ -91,7 +92,7 @@ func RunParts(parts int, fn func(i int)) {
 	j := &poolJob{fn: fn, parts: int64(parts), done: make(chan struct{})}
 	j.pending.Store(int64(parts))
 	workPool.publish(j)
-	j.work()
+	j.work(false)
 	// The helpers are finishing their last parts: spin while they normally would (a
 	// blocked caller pays a thread wake-up when they are done), then block.
 	start := time.Now()
@@ -128,21 +129,45 @@ func soloNow() bool {
 	return f != nil && (*f)()
 }
 
-// poolJob is one RunParts call: parts are claimed through next; the worker that
+// poolJob is one RunParts call: parts are claimed through taken; the worker that
 // finishes the last one closes done.
 type poolJob struct {
 	fn       func(i int)
 	parts    int64
-	next     atomic.Int64
+	taken    atomic.Uint64 // parts claimed from the front (high 32 bits) and from the back (low)
 	pending  atomic.Int64
 	panicked atomic.Pointer[any]
 	done     chan struct{}
 }
 
-func (j *poolJob) work() {
+// claim takes the next part: the caller from the front, the helpers from the back. So
+// with two workers each runs the same parts in every call of a kernel (the caller
+// 0, 1, …, the helper …, n-2, n-1) whenever both are on time, and the data a part
+// writes (a GEMM's output columns and packed panels, an elementwise chunk) is in the
+// cache of the core that touches it next time, instead of in the other core's; a
+// worker that is late still leaves its parts to the other. Returns -1 when none is left.
+func (j *poolJob) claim(back bool) int64 {
 	for {
-		i := j.next.Add(1) - 1
-		if i >= j.parts {
+		t := j.taken.Load()
+		front, fromBack := int64(t>>32), int64(t&0xffffffff)
+		if front+fromBack >= j.parts {
+			return -1
+		}
+		next, i := t+1<<32, front
+		if back {
+			next, i = t+1, j.parts-1-fromBack
+		}
+		if j.taken.CompareAndSwap(t, next) {
+			return i
+		}
+	}
+}
+
+// work runs parts until none is left; back: claim from the back (the pool's helpers).
+func (j *poolJob) work(back bool) {
+	for {
+		i := j.claim(back)
+		if i < 0 {
 			return
 		}
 		j.runPart(int(i))
@@ -259,7 +284,7 @@ func (p *pool) serve(h *poolHelper, seen uint64) {
 	for {
 		seen = p.await(h, seen)
 		if j := p.job.Load(); j != nil {
-			j.work()
+			j.work(true)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -340,5 +341,39 @@ func BenchmarkParallelPool(b *testing.B) {
 			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N)-float64(c.gap.Nanoseconds()),
 				"extra-cpu-ns/op")
 		})
+	}
+}
+
+// TestPoolJobClaim: the caller claims parts from the front and the helpers from the back,
+// so two workers that are on time run the same parts in every call; every part is
+// claimed exactly once however the claims interleave.
+func TestPoolJobClaim(t *testing.T) {
+	j := &poolJob{parts: 5}
+	var got []int64
+	for _, back := range []bool{false, true, false, true, false, true, false} {
+		got = append(got, j.claim(back))
+	}
+	if want := []int64{0, 4, 1, 3, 2, -1, -1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("claims %v, want %v", got, want)
+	}
+	for _, parts := range []int64{1, 2, 7, 1000} {
+		j := &poolJob{parts: parts}
+		seen := make([]atomic.Int32, parts)
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func(back bool) {
+				defer wg.Done()
+				for i := j.claim(back); i >= 0; i = j.claim(back) {
+					seen[i].Add(1)
+				}
+			}(g%2 == 1)
+		}
+		wg.Wait()
+		for i := range seen {
+			if n := seen[i].Load(); n != 1 {
+				t.Fatalf("parts %d: part %d claimed %d times", parts, i, n)
+			}
+		}
 	}
 }
