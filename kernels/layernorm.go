@@ -255,6 +255,10 @@ func layerNormFwd[F gemmFloat](out Tensor, mean, rstd *Tensor, x Tensor, w, b *T
 	M, D := x.Sizes[0], x.Sizes[1]
 	g, be := loadVec[F](w, D, 1), loadVec[F](b, D, 0)
 	reduced := x.DType != Float32 && x.DType != Float64
+	if D > 0 && M > 0 && lnBF16Rows(&x, &out) {
+		layerNormFwdBF16(out, mean, rstd, x, f32s(g), f32s(be), eps)
+		return
+	}
 	if D > 0 && M > 0 && reducedRows(x, out) {
 		// the float32 C rows with the reduced formula on blocks of widened rows (in
 		// place), each result rounded once
@@ -349,6 +353,11 @@ func LayerNormBackward(gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, w *Tenso
 
 func layerNormBwd[F gemmFloat](gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, w *Tensor) {
 	M, D := x.Sizes[0], x.Sizes[1]
+	if D > 0 && M > 0 && lnBF16Rows(&x, &gout, gin) {
+		layerNormBwdBF16(gin, gw, gb, gout, x, f32s(loadVec[F](&mean, M, 0)), f32s(loadVec[F](&rstd, M, 0)),
+			f32s(loadVec[F](w, D, 1)))
+		return
+	}
 	if D > 0 && M > 0 && reducedRows(x, gout) && (gin == nil || reducedRows(*gin)) {
 		// the same float32 arithmetic (C rows) on widened operands, grad_input rounded once
 		sp := getF32(int(3 * M * D))

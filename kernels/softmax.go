@@ -105,6 +105,11 @@ func Softmax(log bool, out, in Tensor, o SoftmaxOpts) error {
 		return nil
 	}
 	if in.DType == BFloat16 && out.DType == BFloat16 && o.LastDim && in.Strides[1] == 1 && out.Strides[1] == 1 &&
+		haveBF16Rows && !noCSoftmax && !noBF16Rows {
+		softmaxBF16Fused(log, out, in)
+		return nil
+	}
+	if in.DType == BFloat16 && out.DType == BFloat16 && o.LastDim && in.Strides[1] == 1 && out.Strides[1] == 1 &&
 		haveCNorm && !noCSoftmax {
 		softmaxBF16Rows(log, out, in)
 		return nil
@@ -341,6 +346,11 @@ func SoftmaxBackward(log bool, gi, g, y Tensor, lastDim bool) error {
 				softmaxBwdRowF32(log, row(gi, m), row(g, m), row(y, m), lastDim)
 			}
 		})
+		return nil
+	}
+	if gi.DType == BFloat16 && g.DType == BFloat16 && y.DType == BFloat16 && lastDim &&
+		gi.Strides[1] == 1 && g.Strides[1] == 1 && y.Strides[1] == 1 && haveBF16Rows && !noCSoftmax && !noBF16Rows {
+		softmaxBwdBF16Fused(log, gi, g, y)
 		return nil
 	}
 	if gi.DType == BFloat16 && g.DType == BFloat16 && y.DType == BFloat16 && lastDim &&

@@ -172,12 +172,14 @@ def test_layer_norm_weight_only_and_cases_it_does_not_serve_match_cpu():
     xc = _rand((2, 3, 4, 4)).to(memory_format=torch.channels_last)
     _check(lambda x: F.layer_norm(x.contiguous(memory_format=torch.channels_last), (4,)), [xc], LN_OPS,
            served=False)
-    # bfloat16 input, float32 parameters: float32 statistics, on the Python path
+    # bfloat16 input, float32 parameters (autocast's layer_norm): served, float32 statistics
     xb = _rand((5, 8), torch.bfloat16, seed=4)
     before = calls("aten::native_layer_norm")
     got = F.layer_norm(xb.to("hpu"), (8,), w.to("hpu"), b.to("hpu"))
-    assert calls("aten::native_layer_norm") == before
+    assert calls("aten::native_layer_norm") == before + 1
     _close(got, F.layer_norm(xb, (8,), w, b))
+    _, mean, rstd = torch.ops.aten.native_layer_norm(xb.to("hpu"), (8,), w.to("hpu"), b.to("hpu"), 1e-5)
+    assert mean.dtype == rstd.dtype == torch.float32 and mean.shape == (5, 1)
     z = F.layer_norm(torch.empty(0, 8, device="hpu"), (8,))
     assert z.shape == (0, 8)
 

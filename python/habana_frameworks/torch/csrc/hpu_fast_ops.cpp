@@ -881,8 +881,8 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
 }
 
 // layer_norm over the trailing normalized_shape of a contiguous input, weight and bias
-// absent or of the input's shape and dtype (a bfloat16 input with float32 parameters keeps
-// float32 statistics: the Python path's).
+// absent or of the input's shape and dtype, or float32 for a bfloat16 input (then the
+// statistics are float32 too: the Python path's).
 static bool ln_shape(const at::Tensor& input, c10::SymIntArrayRef normalized_shape, int64_t& M, int64_t& D) {
   const int64_t n = static_cast<int64_t>(normalized_shape.size()), axis = input.dim() - n;
   if (n < 1 || axis < 0 || input.dim() > kMaxDim) return false;
@@ -897,9 +897,25 @@ static bool ln_shape(const at::Tensor& input, c10::SymIntArrayRef normalized_sha
   return true;
 }
 
-static bool ln_param_ok(const std::optional<at::Tensor>& p, const at::Tensor& input, int64_t axis) {
+// The dtype of layer norm's parameters and statistics: the input's, or float32 for a
+// bfloat16 input whose present parameters are float32 (autocast's layer_norm), as in
+// nn_ops.py. kUndefined when the parameters disagree (the Python path's case).
+static c10::ScalarType ln_param_dtype(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                      const std::optional<at::Tensor>& bias) {
+  c10::ScalarType pdt = c10::ScalarType::Undefined;
+  for (const auto* p : {&weight, &bias}) {
+    if (!*p || !(*p)->defined()) continue;
+    if (pdt == c10::ScalarType::Undefined) pdt = (**p).scalar_type();
+    if ((**p).scalar_type() != pdt) return c10::ScalarType::Undefined;
+  }
+  if (pdt == c10::ScalarType::Undefined || pdt == input.scalar_type()) return input.scalar_type();
+  return input.scalar_type() == c10::kBFloat16 && pdt == c10::kFloat ? c10::kFloat : c10::ScalarType::Undefined;
+}
+
+static bool ln_param_ok(const std::optional<at::Tensor>& p, const at::Tensor& input, int64_t axis,
+                        c10::ScalarType pdt) {
   if (!p || !p->defined()) return true;
-  if (!on(*p, input.device(), input.scalar_type()) || !p->is_contiguous() || p->dim() != input.dim() - axis) {
+  if (!on(*p, input.device(), pdt) || !p->is_contiguous() || p->dim() != input.dim() - axis) {
     return false;
   }
   for (int64_t i = 0; i < p->dim(); i++) {
@@ -914,8 +930,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
                                                                  const std::optional<at::Tensor>& bias, double eps) {
   int64_t M = 0, D = 0;
   const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
+  const c10::ScalarType pdt = ln_param_dtype(input, weight, bias);
   if (g_enabled.load(std::memory_order_relaxed) && fast_float(input) && input.is_contiguous() &&
-      ln_shape(input, normalized_shape, M, D) && ln_param_ok(weight, input, axis) && ln_param_ok(bias, input, axis)) {
+      pdt != c10::ScalarType::Undefined && ln_shape(input, normalized_shape, M, D) &&
+      ln_param_ok(weight, input, axis, pdt) && ln_param_ok(bias, input, axis, pdt)) {
     FastOp& op = g_ops[kLayerNorm];
     const int id = go_id(op);
     if (id >= 0) {
@@ -923,7 +941,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
       at::Tensor out = at::empty(input.sizes(), input.options());
       std::vector<int64_t> stat(input.sizes().begin(), input.sizes().begin() + axis);
       stat.resize(input.dim(), 1);
-      at::Tensor mean = at::empty(stat, input.options()), rstd = at::empty(stat, input.options());
+      at::Tensor mean = at::empty(stat, input.options().dtype(pdt)), rstd = at::empty(stat, input.options().dtype(pdt));
       Frame f;
       const int64_t sz[2] = {M, D}, st[2] = {D, 1};
       f.add(out.data_ptr(), out.scalar_type(), at::IntArrayRef(sz, 2), st);
@@ -948,12 +966,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
     const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
   int64_t M = 0, D = 0;
   const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
+  const c10::ScalarType pdt = ln_param_dtype(input, weight, bias);
   if (g_enabled.load(std::memory_order_relaxed) && fast_float(input) && input.is_contiguous() &&
-      ln_shape(input, normalized_shape, M, D) && on(grad_out, input.device(), input.scalar_type()) &&
-      grad_out.sizes() == input.sizes() && grad_out.is_contiguous() &&
-      on(mean, input.device(), input.scalar_type()) && mean.is_contiguous() && mean.numel() == M &&
-      on(rstd, input.device(), input.scalar_type()) && rstd.is_contiguous() && rstd.numel() == M &&
-      ln_param_ok(weight, input, axis) && ln_param_ok(bias, input, axis)) {
+      pdt != c10::ScalarType::Undefined && ln_shape(input, normalized_shape, M, D) &&
+      on(grad_out, input.device(), input.scalar_type()) && grad_out.sizes() == input.sizes() &&
+      grad_out.is_contiguous() && on(mean, input.device(), pdt) && mean.is_contiguous() && mean.numel() == M &&
+      on(rstd, input.device(), pdt) && rstd.is_contiguous() && rstd.numel() == M &&
+      ln_param_ok(weight, input, axis, pdt) && ln_param_ok(bias, input, axis, pdt)) {
     FastOp& op = g_ops[kLayerNormBackward];
     const int id = go_id(op);
     if (id >= 0) {
