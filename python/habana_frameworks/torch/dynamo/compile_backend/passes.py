@@ -76,6 +76,84 @@ def pass_fake_propagation(ctx: PassContext) -> bool:
     return False
 
 
+_STRIDE_SENSITIVE = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
+                     torch.ops.aten.as_strided.default)
+
+
+def _fake_contiguous(value: Any) -> bool:
+    return not isinstance(value, torch.Tensor) or value.is_contiguous()
+
+
+def _layout_follows_inputs(node: torch.fx.Node) -> bool:
+    """Pointwise ops: hpusim's kernels give their result the inputs' layout (as CPU's
+    TensorIterator does) where hpu fake tensors say contiguous. GEMMs, reductions and the
+    like write contiguous results on both sides."""
+    op = node.target
+    if not isinstance(op, torch._ops.OpOverload) or torch.Tag.pointwise not in op.tags:
+        return False
+    return node.kwargs.get("memory_format") is not torch.contiguous_format
+
+
+def _first_unsafe_view(graph: torch.fx.Graph, dense: set[torch.fx.Node]) -> torch.fx.Node | None:
+    """The first value a stride-sensitive op would read with run-time strides that may differ
+    from the traced ones; returns the compute node those strides come from."""
+    origin: dict[torch.fx.Node, torch.fx.Node] = {}  # value -> compute node its layout comes from
+    multi: set[torch.fx.Node] = set()  # multi-output ops whose results would be origins
+    for node in graph.nodes:
+        if node.op != "call_function" or node in dense:
+            continue
+        if node.target in _STRIDE_SENSITIVE and node.args and node.args[0] in origin:
+            return origin[node.args[0]]
+        tensor_args = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+        if not tensor_args:
+            continue
+        inherited = next((origin[a] for a in tensor_args if a in origin), None)
+        val = node.meta.get("val")
+        if node.target is operator.getitem and node.args[0] in multi:
+            if isinstance(val, torch.Tensor) and val.is_contiguous():
+                origin[node] = node
+        elif _is_view(node) or node.target is operator.getitem:
+            if inherited is not None:
+                origin[node] = inherited
+        elif not _layout_follows_inputs(node):
+            continue
+        elif inherited is not None or not all(_fake_contiguous(a.meta.get("val")) for a in tensor_args):
+            if isinstance(val, torch.Tensor) and val.is_contiguous():
+                origin[node] = node
+            elif isinstance(val, (list, tuple)):
+                multi.add(node)
+    return None
+
+
+def pass_restride_view_inputs(ctx: PassContext) -> bool:
+    """Fake tensors of device type hpu give elementwise results contiguous strides (torch's
+    `_refs.handle_noncontiguous_outputs` / fake_impls' `is_noncontiguous_supported`: Gaudi's
+    kernels write dense outputs), while hpusim's kernels keep their inputs' layout as CPU
+    does. A `view` traced on such a result (`x.permute(...) * 2` then `reshape`: every
+    attention block) would then meet strides it cannot view at run time. So a result whose
+    run-time layout may differ from the traced one (a pointwise op computing a traced-contiguous
+    result from a non-contiguous input, or from such a value) is made contiguous, as traced, when a
+    stride-sensitive op reads it or a view of it. Graph inputs keep their real strides, which
+    fake tensors copy, so they are left alone."""
+    graph = ctx.graph_module.graph
+    dense: set[torch.fx.Node] = set()
+    while (src := _first_unsafe_view(graph, dense)) is not None:
+        with graph.inserting_after(src):
+            copy = graph.call_function(torch.ops.aten.clone.default, (src,),
+                                       {"memory_format": torch.contiguous_format})
+        copy.meta.update({k: v for k, v in src.meta.items()
+                          if k in ("val", "tensor_meta", "output_device", "output_shapes", "output_dtypes",
+                                   "output_strides", "stack_trace")})
+        src.replace_all_uses_with(copy, delete_user_cb=lambda user: user is not copy)
+        dense.add(copy)
+    if dense:
+        graph.lint()
+        ctx.graph_module.recompile()
+        logger.debug("%s: %d results made contiguous as traced before stride-sensitive views",
+                     ctx.graph_name, len(dense))
+    return bool(dense)
+
+
 def pass_mark_placement(ctx: PassContext) -> bool:
     ctx.placement_counts = mark_placement(ctx.graph_module, ctx.is_dynamic)
     return True
@@ -407,7 +485,8 @@ def pass_compile_clusters(ctx: PassContext) -> bool:
 
 
 _PASSES: dict[OptimizationPassPlacement, list[Pass]] = {
-    OptimizationPassPlacement.PRE_PLACEMENT: [pass_graph_print, pass_fake_propagation, pass_mark_placement,
+    OptimizationPassPlacement.PRE_PLACEMENT: [pass_graph_print, pass_fake_propagation, pass_restride_view_inputs,
+                                              pass_mark_placement,
                                               pass_wa_mixed_devices, pass_fold_host_scalar_math, pass_graph_print],
     OptimizationPassPlacement.PRE_PARTITIONER: [pass_graph_print, pass_eagerize_leaf_views],
     OptimizationPassPlacement.PARTITIONER: [pass_graph_print, pass_propose_partitions, pass_fuse_partitions,
