@@ -16,11 +16,20 @@ if importlib.util.find_spec("deepspeed") is None:
 @pytest.fixture(scope="module")
 def acc():
     os.environ.setdefault("DS_ACCELERATOR", "hpu")
-    from deepspeed.accelerator import get_accelerator
-    a = get_accelerator()
-    if a.device_name() != "hpu":
-        pytest.skip(f"DeepSpeed picked {a.device_name()!r}")
-    return a
+    # DeepSpeed's HPU accelerator turns on torch's deterministic algorithms for the whole
+    # process when it is built (as on Gaudi); the other tests in this worker must not inherit it.
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    try:
+        from deepspeed.accelerator import get_accelerator
+        a = get_accelerator()
+        if a.device_name() != "hpu":
+            pytest.skip(f"DeepSpeed picked {a.device_name()!r}")
+        yield a
+    finally:
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
 
 
 def test_device_naming_and_backend(acc):

@@ -97,6 +97,20 @@ XFAIL.update({
     ("grid_sampler_2d", "", "bfloat16"): _GRID_BF16,
     ("nn.functional.grid_sample", "", "bfloat16"): _GRID_BF16,
 })
+# bfloat16 log_softmax (kernels/softmax_bf16*.go) takes each row's log-sum from a float64 sum and
+# rounds once; torch's CPU bfloat16 kernel sums in float32 and loses the small log-probability of a
+# dominant entry. Measured against float64 on op_db's samples: log_softmax row [2.11, 7.59, -0.28,
+# -7.19, -0.70]: float64 -4.770e-3, hpu -4.761e-3, cpu -7.782e-3; masked.log_softmax: float64
+# -2.456e-5, hpu -2.456e-5, cpu 0; cross_entropy (a mean of log_softmax terms): both within one
+# bfloat16 ulp of float64 (max abs error over the samples cpu 0.445, hpu 0.159), in different
+# places. kernels/softmax_bf16_test.go (TestSoftmaxBF16FusedVsFloat64) judges it against float64.
+_LOG_SOFTMAX_BF16 = ("native bfloat16 log_softmax rounds once from a float64 log-sum; torch's CPU kernel loses "
+                     "the log-probability of a dominant entry (float64 -4.770e-3, hpu -4.761e-3, cpu -7.782e-3)")
+XFAIL.update({
+    ("log_softmax", "", "bfloat16"): _LOG_SOFTMAX_BF16,
+    ("masked.log_softmax", "", "bfloat16"): _LOG_SOFTMAX_BF16,
+    ("nn.functional.cross_entropy", "", "bfloat16"): _LOG_SOFTMAX_BF16,
+})
 # Special functions (kernels/special*.go) compute in float64 and round once; torch's float32
 # kernels lose ulps (trigamma's reflection, the polynomial recurrences, i0e in bfloat16), so on
 # op_db's samples the two differ beyond assert_close while hpu is the closer to float64
