@@ -23,6 +23,12 @@ _lib.define("fp8_gemm_v2(Tensor A, bool trans_A, Tensor B, bool trans_B, Tensor?
             "Tensor? A_scale_inv=None, Tensor? B_scale_inv=None, Tensor? bias=None, bool accumulate=False, "
             "int[]? B_scale_shape=None) -> Tensor")
 
+# The same casts with a Python float scale (vLLM's FP8 KV cache passes one), as the bridge's
+# `.scalar` overloads: torch.ops picks them when `scale` is a number.
+_lib.define("cast_to_fp8_v2.scalar(Tensor input, float scale, bool stochastic_rounding=False, "
+            "bool is_amax=False, ScalarType dtype=int8, int[]? scale_shape=None) -> (Tensor, Tensor)")
+_lib.define("cast_from_fp8.scalar(Tensor input, float scale, ScalarType out_dtype, int[]? scale_shape=None) -> Tensor")
+
 _lib.define("conv2d_fp8(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
             "int[2] dilation=1, int groups=1, ScalarType? out_dtype=None, Tensor? scale_input=None, "
             "Tensor? scale_weight=None) -> Tensor")
@@ -134,7 +140,22 @@ def _conv2d_fp8(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.
     return out.to(torch.bfloat16 if out_dtype is None else out_dtype)
 
 
+def _cast_to_fp8_v2_scalar(input: torch.Tensor, scale: float, stochastic_rounding: bool = False,
+                           is_amax: bool = False, dtype: torch.dtype = torch.int8,
+                           scale_shape: Optional[Sequence[int]] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    return _cast_to_fp8_v2(input, torch.tensor(scale, dtype=torch.float32, device=input.device), stochastic_rounding,
+                           is_amax, dtype, scale_shape)
+
+
+def _cast_from_fp8_scalar(input: torch.Tensor, scale: float, out_dtype: torch.dtype,
+                          scale_shape: Optional[Sequence[int]] = None) -> torch.Tensor:
+    return _cast_from_fp8(input, torch.tensor(scale, dtype=torch.float32, device=input.device), out_dtype,
+                          scale_shape)
+
+
 for _key in ("HPU", "CPU"):
+    _lib.impl("cast_to_fp8_v2.scalar", _cast_to_fp8_v2_scalar, _key)
+    _lib.impl("cast_from_fp8.scalar", _cast_from_fp8_scalar, _key)
     _lib.impl("cast_to_fp8_v2", _cast_to_fp8_v2, _key)
     _lib.impl("cast_from_fp8", _cast_from_fp8, _key)
     _lib.impl("fp8_gemm_v2", _fp8_gemm_v2, _key)
@@ -152,6 +173,10 @@ def _cast_to_fp8_v2_fake(input, scale=None, stochastic_rounding=False, is_amax=F
 @torch.library.register_fake("hpu::cast_from_fp8")
 def _cast_from_fp8_fake(input, scale, out_dtype, scale_shape=None):
     return input.new_empty(input.shape, dtype=out_dtype)
+
+
+torch.library.register_fake("hpu::cast_to_fp8_v2.scalar")(_cast_to_fp8_v2_fake)
+torch.library.register_fake("hpu::cast_from_fp8.scalar")(_cast_from_fp8_fake)
 
 
 @torch.library.register_fake("hpu::fp8_gemm_v2")

@@ -3,6 +3,7 @@ CTCLoss and CustomSoftmax, on native kernels."""
 from .CTCLoss import CTCLoss
 from .CustomSoftmax import CustomSoftmax
 from .FusedSDPA import FusedSDPA
+from . import BlockSoftmax, Int4Ops, MixtureOfExperts  # noqa: F401  (vLLM's torch.ops.hpu ops)
 from .RotaryPosEmbeddingHelper import (RotaryPosEmbeddingHelperV1, RotaryPosEmbeddingHelperV2,
                                        RotaryPosEmbeddingHelperV3, RotaryPosEmbeddingMode, apply_rotary_pos_emb)
 
