@@ -81,6 +81,24 @@ def _select_dim(kind, self, dim, keepdim, k=0, mshape=None, values=None, indices
 
 # ------------------------------------------------------------------ median / nanmedian
 
+class _shape_check_without_determinism_alert:
+    """torch's meta kernels of median/nanmedian/mode (dim variants) raise the CUDA kernel's
+    "does not have a deterministic implementation" alert under use_deterministic_algorithms
+    (they count as a non-CPU device). The meta call here only checks arguments and gives the
+    shape; the native kernels are deterministic (CPU's order), as torch's CPU ones."""
+
+    def __enter__(self):
+        self.on = torch.are_deterministic_algorithms_enabled()
+        self.warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+        if self.on:
+            torch.use_deterministic_algorithms(False)
+
+    def __exit__(self, *exc):
+        if self.on:
+            torch.use_deterministic_algorithms(True, warn_only=self.warn_only)
+        return False
+
+
 def _median_dim(ignore_nan):
     kind = SEL_NANMEDIAN if ignore_nan else SEL_MEDIAN
     op = aten.nanmedian.dim if ignore_nan else aten.median.dim
@@ -88,7 +106,8 @@ def _median_dim(ignore_nan):
     def fn(self, dim, keepdim=False, *, values=None, indices=None):
         _served(self)
         _check_reduction_dim("nanmedian" if ignore_nan else "median", self, dim)
-        m = op(meta(self), dim, keepdim)[0]  # dim errors, result shape
+        with _shape_check_without_determinism_alert():
+            m = op(meta(self), dim, keepdim)[0]  # dim errors, result shape
         return _select_dim(kind, self, dim, keepdim, 0, m.shape, values, indices)
     return fn
 
@@ -129,7 +148,8 @@ def kthvalue(self, k, dim=-1, keepdim=False, *, values=None, indices=None):
 def mode(self, dim=-1, keepdim=False, *, values=None, indices=None):
     _served(self, allow_bool=True)
     _check_reduction_dim("mode", self, dim)
-    m = aten.mode(meta(self), dim, keepdim)[0]
+    with _shape_check_without_determinism_alert():
+        m = aten.mode(meta(self), dim, keepdim)[0]
     return _select_dim(SEL_MODE, self, dim, keepdim, 0, m.shape, values, indices)
 
 

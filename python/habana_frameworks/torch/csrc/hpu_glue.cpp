@@ -18,8 +18,11 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 
 extern "C" {
 int hpusim_init(void);
@@ -127,6 +130,44 @@ struct HPUAllocator final : public c10::Allocator {
 static HPUAllocator g_allocator;
 REGISTER_ALLOCATOR(c10::DeviceType::HPU, &g_allocator);
 
+// Pinned host memory for hpu (Tensor.pin_memory("hpu"), DataLoader(pin_memory_device="hpu")):
+// the bridge's host allocator for DMA-able buffers. The emulated device reads host memory
+// directly, so pinning is plain aligned host memory; the allocator remembers its live
+// blocks so is_pinned() answers for exactly the tensors it made.
+static std::mutex g_pinned_mu;
+static std::unordered_set<const void*> g_pinned;
+
+static void free_pinned(void* p) {
+  if (p == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mu);
+    g_pinned.erase(p);
+  }
+  std::free(p);
+}
+
+struct PinnedHostAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    void* p = nullptr;
+    if (n > 0) {
+      p = std::aligned_alloc(64, (n + 63) / 64 * 64);
+      TORCH_CHECK(p != nullptr, "hpu pinned host memory: out of memory allocating ", n, " bytes");
+      std::lock_guard<std::mutex> lock(g_pinned_mu);
+      g_pinned.insert(p);
+    }
+    return {p, p, &free_pinned, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+};
+
+static PinnedHostAllocator g_pinned_allocator;
+
+static bool is_pinned_ptr(const void* p) {
+  std::lock_guard<std::mutex> lock(g_pinned_mu);
+  return g_pinned.count(p) != 0;
+}
+
 // Hooks make HPU "the accelerator" for torch versions whose autograd engine asks for one.
 // has_hpu starts false; the Python side turns it on only if a probe backward needs it.
 static std::atomic<bool> g_has_hpu{false};
@@ -144,8 +185,8 @@ struct HPUHooks final : public at::HPUHooksInterface {
   c10::Device getDeviceFromPtr(void*) const override {
     return c10::Device(c10::DeviceType::HPU, hpusim_glue::tl_device);
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void* p) const override { return hpusim_glue::is_pinned_ptr(p); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &hpusim_glue::g_pinned_allocator; }
 };
 namespace at {
 REGISTER_HPU_HOOKS(HPUHooks);

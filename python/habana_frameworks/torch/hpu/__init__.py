@@ -19,6 +19,7 @@ from .random import (  # noqa: F401
 )
 from .streams import Event, Stream, current_stream, default_stream, record_stream, set_stream, stream  # noqa: F401
 from . import random  # noqa: F401
+from . import pinned_memory  # noqa: F401  (Tensor.pin_memory() pins for hpu, as on Gaudi)
 
 _initialized = False
 
