@@ -275,77 +275,54 @@ CLONES static void hpusim_conv_bias_add(float *restrict y, const float *restrict
 	}
 }
 
-// sums[o] = the sum of row o (P elements at dy + o*P), added one element at a time from
-// zero like the Go loop. The scalar version runs eight rows' chains side by side.
+// sums[o] = the sum of row o (P elements at dy + o*P) in convRowSumsGo's order: 16 lane
+// sums (lane l takes elements i*16+l of the row's whole 16-blocks, in order from zero),
+// folded as lanes l and l+8, then l and l+4, l+2, l+1, then the tail elements one by
+// one. An add chain per row (the old order) ran at one add per latency, 2-3x slower than
+// torch's CPU bias gradient; 16 lanes over eight rows at once keep the adders busy.
+static inline float row_sum_fold(float a[16]) {
+	for (int w = 8; w >= 1; w /= 2)
+		for (int l = 0; l < w; l++) a[l] += a[l + w];
+	return a[0];
+}
+
 static void conv_row_sums_scalar(const float *restrict dy, float *restrict sums, int64_t O, int64_t P) {
-	int64_t o = 0;
-	for (; o + 8 <= O; o += 8) {
+	const int64_t P16 = P / 16 * 16;
+	for (int64_t o = 0; o < O; o++) {
 		const float *r = dy + o * P;
-		float a[8] = {0};
-		for (int64_t i = 0; i < P; i++)
-			for (int j = 0; j < 8; j++) a[j] += r[j * P + i];
-		for (int j = 0; j < 8; j++) sums[o + j] = a[j];
-	}
-	for (; o < O; o++) {
-		const float *r = dy + o * P;
-		float a = 0;
-		for (int64_t i = 0; i < P; i++) a += r[i];
-		sums[o] = a;
+		float a[16] = {0};
+		for (int64_t i = 0; i < P16; i += 16)
+			for (int l = 0; l < 16; l++) a[l] += r[i + l];
+		float s = row_sum_fold(a);
+		for (int64_t i = P16; i < P; i++) s += r[i];
+		sums[o] = s;
 	}
 }
 
-// acc (lane j: row j's running sum) += columns i..i+7 of the eight rows at r (row stride
-// P), one column after another: an 8x8 transpose, then eight adds in column order.
-#define ROWSUM8(r, acc) do { \
-	__m256 r0 = _mm256_loadu_ps(r + i), r1 = _mm256_loadu_ps(r + P + i); \
-	__m256 r2 = _mm256_loadu_ps(r + 2 * P + i), r3 = _mm256_loadu_ps(r + 3 * P + i); \
-	__m256 r4 = _mm256_loadu_ps(r + 4 * P + i), r5 = _mm256_loadu_ps(r + 5 * P + i); \
-	__m256 r6 = _mm256_loadu_ps(r + 6 * P + i), r7 = _mm256_loadu_ps(r + 7 * P + i); \
-	__m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1); \
-	__m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3); \
-	__m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5); \
-	__m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7); \
-	__m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE); \
-	__m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE); \
-	__m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE); \
-	__m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE); \
-	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s0, s4, 0x20)); \
-	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s1, s5, 0x20)); \
-	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s2, s6, 0x20)); \
-	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s3, s7, 0x20)); \
-	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s0, s4, 0x31)); \
-	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s1, s5, 0x31)); \
-	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s2, s6, 0x31)); \
-	acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(s3, s7, 0x31)); \
-} while (0)
-
-// The same sums with AVX, 16 rows (two independent chains of vector adds) at a time.
-__attribute__((target("avx"))) static void conv_row_sums_avx(const float *restrict dy, float *restrict sums,
-                                                             int64_t O, int64_t P) {
+__attribute__((target("avx512f"))) static void conv_row_sums_avx512(const float *restrict dy, float *restrict sums,
+                                                                   int64_t O, int64_t P) {
+	const int64_t P16 = P / 16 * 16;
 	int64_t o = 0;
-	for (; o + 8 <= O; o += o + 16 <= O ? 16 : 8) {
-		int two = o + 16 <= O;
-		const float *ra = dy + o * P, *rb = ra + 8 * P;
-		__m256 acca = _mm256_setzero_ps(), accb = _mm256_setzero_ps();
-		int64_t i = 0;
-		for (; i + 8 <= P; i += 8) {
-			ROWSUM8(ra, acca);
-			if (two) ROWSUM8(rb, accb);
+	for (; o + 8 <= O; o += 8) {
+		const float *r = dy + o * P;
+		__m512 acc[8];
+		for (int j = 0; j < 8; j++) acc[j] = _mm512_setzero_ps();
+		for (int64_t i = 0; i < P16; i += 16)
+			for (int j = 0; j < 8; j++) acc[j] = _mm512_add_ps(acc[j], _mm512_loadu_ps(r + j * P + i));
+		for (int j = 0; j < 8; j++) {
+			float a[16];
+			_mm512_storeu_ps(a, acc[j]);
+			float s = row_sum_fold(a);
+			for (int64_t i = P16; i < P; i++) s += r[j * P + i];
+			sums[o + j] = s;
 		}
-		float a[16];
-		_mm256_storeu_ps(a, acca);
-		_mm256_storeu_ps(a + 8, accb);
-		int rows = two ? 16 : 8;
-		for (; i < P; i++)
-			for (int j = 0; j < rows; j++) a[j] += ra[j * P + i];
-		for (int j = 0; j < rows; j++) sums[o + j] = a[j];
 	}
 	if (o < O) conv_row_sums_scalar(dy + o * P, sums + o, O - o, P);
 }
 
 static void hpusim_conv_row_sums(const float *dy, float *sums, int64_t O, int64_t P) {
-	if (__builtin_cpu_supports("avx")) {
-		conv_row_sums_avx(dy, sums, O, P);
+	if (__builtin_cpu_supports("avx512f")) {
+		conv_row_sums_avx512(dy, sums, O, P);
 		return;
 	}
 	conv_row_sums_scalar(dy, sums, O, P);

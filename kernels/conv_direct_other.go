@@ -23,3 +23,5 @@ func dconvWeightGradBF16(xp []uint16, koff []int64, dyt []uint32, d dconvGeom, s
 	panic(noDirectConv)
 }
 func dconvTransposePairs(dst []uint32, src []uint16, o, oh, ow, op int) { panic(noDirectConv) }
+
+func lconvF32(xp, wt []float32, koff []int64, d dconvGeom, y, bias []float32) { panic(noDirectConv) }

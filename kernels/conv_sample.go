@@ -49,6 +49,10 @@ func convFwdSamples[T gemmFloat](out, in Tensor, w, b []T, g convGeom, p ConvPar
 		convFwdDirect(out, in, w32, any(b).([]float32), g, p) // conv_direct.go
 		return
 	}
+	if w32, ok := any(w).([]float32); ok && convLanesFwdOK(g, p) {
+		convFwdLanes(out, in, w32, any(b).([]float32), g, p) // conv_lanes.go
+		return
+	}
 	if w32, ok := any(w).([]float32); ok && convF32DotOK(g, p) {
 		convFwdF32Dot(out, in, w32, any(b).([]float32), g, p) // conv_f32dot.go
 		return
@@ -233,8 +237,10 @@ func convBiasAddGo[T gemmFloat](y, b []T, o, p int) {
 	}
 }
 
-// convRowSums sets sums[i] to the sum of row i of dy's o rows of p elements, added in
-// order from zero.
+// convRowSums sets sums[i] to the sum of row i of dy's o rows of p elements: 16 lane sums
+// over the row's whole 16-blocks (lane l: elements k*16+l in order from zero), folded
+// pairwise (lane l += lane l+w for w = 8, 4, 2, 1), then the tail elements in order. The C
+// version (conv_cgo.go) adds in the same order, hence the same bits.
 func convRowSums[T gemmFloat](dy, sums []T, o, p int) {
 	if f, ok := any(dy).([]float32); ok && !convNoC {
 		convRowSumsF32(f, any(sums).([]float32), o, p)
@@ -244,9 +250,22 @@ func convRowSums[T gemmFloat](dy, sums []T, o, p int) {
 }
 
 func convRowSumsGo[T gemmFloat](dy, sums []T, o, p int) {
+	p16 := p / 16 * 16
 	for i := 0; i < o; i++ {
-		var s T
-		for _, v := range dy[i*p : (i+1)*p] {
+		row := dy[i*p : (i+1)*p]
+		var a [16]T
+		for k := 0; k < p16; k += 16 {
+			for l := range a {
+				a[l] += row[k+l]
+			}
+		}
+		for w := 8; w >= 1; w /= 2 {
+			for l := 0; l < w; l++ {
+				a[l] += a[l+w]
+			}
+		}
+		s := a[0]
+		for _, v := range row[p16:] {
 			s += v
 		}
 		sums[i] = s

@@ -13,7 +13,7 @@ import (
 func TestMaxPool2x2MatchesGeneric(t *testing.T) {
 	p := PoolParams{KH: 2, KW: 2, StrideH: 2, StrideW: 2, DilH: 1, DilW: 1}
 	r := rand.New(rand.NewSource(3))
-	for _, sh := range [][4]int64{{2, 3, 28, 28}, {1, 2, 7, 9}, {3, 1, 14, 14}, {1, 1, 2, 2}} {
+	for _, sh := range [][4]int64{{2, 3, 28, 28}, {1, 2, 7, 9}, {3, 1, 14, 14}, {1, 1, 2, 2}, {1, 2, 5, 70}, {2, 2, 6, 33}, {1, 1, 3, 64}} {
 		n := sh[0] * sh[1] * sh[2] * sh[3]
 		x := make([]float32, n)
 		for i := range x {
