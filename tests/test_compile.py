@@ -150,6 +150,12 @@ def test_reference_model_compiled_trains_as_cpu(name, fallback_counter):
     # Parameters: atol 5e-5 because AdamW turns rounding noise in near-zero gradients (the
     # attention's key bias, whose exact gradient is 0) into steps of about lr.
     for (pn, p_cpu), p_hpu in zip(cpu_model.named_parameters(), hpu_model.parameters()):
+        if name == "cnn" and pn in ("features.0.bias", "features.4.bias"):
+            # conv biases followed by batch norm: the exact gradient is 0, so each side's
+            # AdamW steps follow the sign of its own float32 rounding noise (CPU's is the
+            # larger: ~1e-6 against hpu's ~1e-7 for a float64 gradient of 1e-16); their
+            # gradients are judged against the weights' in test_reference_models
+            continue
         torch.testing.assert_close(p_hpu.cpu(), p_cpu, rtol=_TOL[name] * 10, atol=5e-5, msg=lambda m, pn=pn: f"{pn}: {m}")
     assert not fallback_counter(), fallback_counter()
     # Eval mode, no grad: the inference compiler; output equals the CPU's with the same weights.
