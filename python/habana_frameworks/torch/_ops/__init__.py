@@ -34,3 +34,4 @@ from . import segment_ops  # noqa: F401
 from . import selection_ops  # noqa: F401
 from . import weight_norm_ops  # noqa: F401
 from . import randperm_ops  # noqa: F401
+from . import torchvision_ops  # noqa: F401
