@@ -185,8 +185,11 @@ _SDPA = torch.ops.aten.scaled_dot_product_attention.default
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
                                  enable_gqa=False):
-    if not native_ok(query, key, value) or (attn_mask is not None and attn_mask.device.type != "hpu"):
-        # A traced (fake) or mixed call: torch's own composite (the math path).
+    if (not native_ok(query, key, value) or (attn_mask is not None and attn_mask.device.type != "hpu")
+            or (attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled())):
+        # A traced (fake) or mixed call, or a float mask that is a learned bias (BEiT's,
+        # data2vec's relative position bias), whose gradient the fused kernel does not
+        # compute: torch's own composite (the math path, native ops).
         return _SDPA.decompose(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
                                enable_gqa=enable_gqa)
     check_like_torch(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
