@@ -255,7 +255,13 @@ type Recipe struct {
 	// copyIn, when set (SetCopyIn), copies a launch's sources into the static tensors of
 	// an HPU graph before the segments run (LaunchRecipeCopy).
 	copyIn *segment
+	// solo: RunRecipe keeps every kernel on the calling thread (SetSolo).
+	solo atomic.Bool
 }
+
+// SetSolo makes RunRecipe run the recipe's kernels on the calling thread only (the
+// compile path turns it on for regions measured faster so; results are the same).
+func (r *Recipe) SetSolo(on bool) { r.solo.Store(on) }
 
 // segment is one mark_step segment of a recipe: its nodes as a graph of their own
 // (ordinals local to it), compiled into a plan.
@@ -758,6 +764,10 @@ func RunRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 	if err := r.checkRun(in, out, rnd); err != nil {
 		return err
 	}
+	if r.solo.Load() {
+		kernels.EnterSolo()
+		defer kernels.ExitSolo()
+	}
 	for _, s := range r.segs {
 		if s.runG == nil {
 			s.runG = s.newBound()
@@ -771,7 +781,12 @@ func RunRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 }
 
 // runPlan runs a plan's steps over a bound graph on the calling thread.
+// HPUSIM_LAZY_OPTIME times a recipe's steps too ("recipe: " + the step's ops), so that
+// a compiled region's kernels can be told apart from the host work around them.
 func runPlan(g *graph, p *plan, id string) error {
+	if opTimes != nil {
+		return runPlanTimed(g, p, id)
+	}
 	for _, st := range p.steps {
 		if st.group == nil {
 			if err := runBound(g, p, st.node); err != nil {
@@ -780,6 +795,26 @@ func runPlan(g *graph, p *plan, id string) error {
 			continue
 		}
 		if failed, err := runGroup(g, p, st.group); err != nil {
+			return fmt.Errorf("%s failed in op %s: %v", id, g.nodes[failed].op.Name, err)
+		}
+	}
+	return nil
+}
+
+func runPlanTimed(g *graph, p *plan, id string) error {
+	for _, st := range p.steps {
+		t0 := time.Now()
+		nodes := []int{st.node}
+		var err error
+		failed := st.node
+		if st.group == nil {
+			err = runBound(g, p, st.node)
+		} else {
+			nodes = st.group.nodes
+			failed, err = runGroup(g, p, st.group)
+		}
+		opTimes.add("recipe: "+stepName(g, nodes), time.Since(t0))
+		if err != nil {
 			return fmt.Errorf("%s failed in op %s: %v", id, g.nodes[failed].op.Name, err)
 		}
 	}

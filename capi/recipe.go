@@ -200,6 +200,22 @@ func hpusim_recipe_free(h C.int64_t) (rc C.int) {
 	return statusOK
 }
 
+// hpusim_recipe_set_solo makes runs of the recipe keep its kernels on the calling
+// thread (on != 0) or lets them use the worker pool (on == 0).
+//
+//export hpusim_recipe_set_solo
+func hpusim_recipe_set_solo(h C.int64_t, on C.int) (rc C.int) {
+	defer guard(&rc)
+	recipesMu.Lock()
+	r := recipes[int64(h)]
+	recipesMu.Unlock()
+	if r == nil {
+		return setErr(fmt.Errorf("unknown recipe handle %d", int64(h)))
+	}
+	r.SetSolo(on != 0)
+	return statusOK
+}
+
 // hpusim_recipe_set_copy_in declares the static tensors hpusim_recipe_launch_copy fills
 // before each launch (an HPU graph's static inputs): desc is a call frame as hpusim_run's,
 // one tensor per static input.

@@ -125,6 +125,9 @@ func SetSolo(f func() bool) {
 }
 
 func soloNow() bool {
+	if soloScoped() {
+		return true
+	}
 	f := soloHook.Load()
 	return f != nil && (*f)()
 }

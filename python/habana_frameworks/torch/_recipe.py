@@ -66,6 +66,7 @@ def _lib() -> ctypes.CDLL:
                                 ctypes.c_int, ctypes.c_void_p, i64p, i64p, ctypes.c_void_p, ctypes.c_void_p,
                                 ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
         "hpusim_recipe_free": ([ctypes.c_int64], ctypes.c_int),
+        "hpusim_recipe_set_solo": ([ctypes.c_int64, ctypes.c_int], ctypes.c_int),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(lib, name)
@@ -203,6 +204,13 @@ class Recipe:
         for i, j, dist in self._alias_checks:
             if inputs[j].data_ptr() - inputs[i].data_ptr() != dist:
                 raise ValueError(f"recipe inputs {i} and {j} shared a storage at capture; they must again")
+
+    def set_solo(self, on: bool) -> None:
+        """Run this recipe's kernels on the calling thread only (on) or let large ones
+        split over the kernel worker pool (off, the default). Results are the same."""
+        if not self._handle:
+            raise RuntimeError("recipe was released")
+        _native.check(_lib().hpusim_recipe_set_solo(self._handle, int(bool(on))))
 
     def run(self, inputs: Sequence[Any]) -> Any:
         """Run the recipe over new inputs (same dtypes, shapes and strides as at capture;

@@ -40,6 +40,9 @@ enable_synapse_input_reuse: bool = _env.env_bool("PT_HPU_ENABLE_SYNAPSE_INPUT_RE
 # hpusim: regions that need none of AOT autograd's runtime wrappers run as one
 # autograd.Function (fast_runtime.py); off keeps AOT's wrappers everywhere.
 use_fast_runtime: bool = _env.env_bool("PT_HPU_COMPILE_FAST_RUNTIME", True)
+# hpusim: each new recipe's first runs are timed with its kernels split over the worker
+# pool and on the calling thread alone, and it keeps the faster (results are the same).
+tune_recipe_threads: bool = _env.env_bool("PT_HPU_COMPILE_TUNE_THREADS", True)
 dump_graph_repro: bool = _env.env_bool("PT_HPU_DUMP_GRAPH_REPRO", False)
 
 install_config_module(sys.modules[__name__])

@@ -469,7 +469,8 @@ def pass_compile_clusters(ctx: PassContext) -> bool:
         if node.op != "call_module" or not str(node.target).startswith("fused_"):
             continue
         sub = gm.get_submodule(node.target)
-        runner = ClusterRunner(str(node.target), ctx.graph_name, sub, config.use_compiled_recipes)
+        runner = ClusterRunner(str(node.target), ctx.graph_name, sub, config.use_compiled_recipes,
+                               config.tune_recipe_threads)
         with gm.graph.inserting_before(node):
             call = gm.graph.call_function(runner, node.args, node.kwargs)
         call.meta.update(node.meta)

@@ -12,7 +12,9 @@ the PT_COMPILE log. So does every cluster when the runtime is missing or recipes
 from __future__ import annotations
 
 import collections
+import os
 import threading
+import time
 import weakref
 from typing import Any, Sequence
 
@@ -80,7 +82,8 @@ class ClusterRunner:
 
     is_hpu_cluster = True
 
-    def __init__(self, name: str, graph_name: str, submodule: torch.fx.GraphModule, use_recipes: bool):
+    def __init__(self, name: str, graph_name: str, submodule: torch.fx.GraphModule, use_recipes: bool,
+                 tune_threads: bool = False):
         self.name = name
         self.graph_name = graph_name
         self.__name__ = f"{graph_name}_{name}"  # how FX names it in the generated code
@@ -93,6 +96,8 @@ class ClusterRunner:
         self._sig: tuple | None = None
         self._by_sig: dict[tuple, Any] = {}
         self.hits = 0
+        self.tune_threads = tune_threads
+        self._tuner: _ThreadTuner | None = None  # set while a new recipe is being timed
         _runners.add(self)
         _count("clusters")
 
@@ -121,7 +126,7 @@ class ClusterRunner:
                     except (RuntimeError, TypeError):
                         return self._dispatch(inputs)
             try:
-                out = rec.run(args)
+                out = rec.run(args) if self._tuner is None else self._tuned_run(rec, args)
             except ValueError:
                 if signature(inputs) == self._sig:
                     raise
@@ -172,10 +177,28 @@ class ClusterRunner:
         entry = (rec, tensor_pos if baked else None, const_pos, consts, host_pos)
         self._by_sig[sig] = entry
         self._entry, self._sig = entry, sig
+        self._start_tuning(rec)
         _count("recipe_compilations")
         logger.debug("%s %s: recipe %s for %d ops: %s", self.graph_name, self.name,
                      rec.stats.get("recipe_id"), self.num_ops, rec.stats)
         return outs
+
+    def _tuned_run(self, rec: Any, args: Any):
+        tuner = self._tuner
+        if tuner.rec is not rec:  # another signature's recipe: it keeps the pool
+            return rec.run(args)
+        out = tuner.run(args)
+        if tuner.solo is not None:
+            self._tuner = None
+            logger.debug("%s %s: recipe %s runs %s (median %.1f us solo, %.1f us on the worker pool)",
+                         self.graph_name, self.name, rec.stats.get("recipe_id"),
+                         "on the calling thread" if tuner.solo else "on the worker pool", *tuner.medians_us())
+        return out
+
+    def _start_tuning(self, rec: Any) -> None:
+        if self._tuner is not None:
+            self._tuner.finish()
+        self._tuner = _ThreadTuner(rec) if self.tune_threads and _tunable() else None
 
     def _mark_eager(self, sig: tuple, reason: str) -> None:
         logger.info("%s %s: not captured into a recipe (%s); its %d ops run eagerly",
@@ -207,6 +230,56 @@ class ClusterRunner:
             else:  # get_attr (constants lifted into the submodule)
                 env[node] = _fetch_attr(self.submodule, node.target)
         return result
+
+
+def _tunable() -> bool:
+    """Whether kernels can split at all (more than one worker); else solo is moot."""
+    return torch.get_num_threads() >= 2 and (os.cpu_count() or 1) >= 2
+
+
+class _ThreadTuner:
+    """Times a new recipe's first runs alternately on the kernel worker pool and solo (all
+    kernels on the calling thread), then keeps the faster. Tiny kernels (the MLP's 64-wide
+    GEMMs) lose more to handing half their parts to a helper than the helper saves them,
+    a transformer's larger ones gain; the kernels split the same parts either way, so the
+    choice never changes a result."""
+
+    WARM = 2     # runs not timed (first touches of the recipe's memory)
+    TIMED = 10   # timed runs per side
+
+    def __init__(self, rec: Any):
+        self.rec = rec
+        self.n = 0
+        self.times: tuple[list[int], list[int]] = ([], [])  # (pool, solo) in ns
+        self.solo: bool | None = None
+
+    def run(self, args: Any):
+        side = self.n & 1
+        self.rec.set_solo(bool(side))
+        t0 = time.perf_counter_ns()
+        out = self.rec.run(args)
+        if self.n >= self.WARM:
+            self.times[side].append(time.perf_counter_ns() - t0)
+        self.n += 1
+        if len(self.times[0]) >= self.TIMED and len(self.times[1]) >= self.TIMED:
+            self.finish()
+        return out
+
+    def medians_us(self) -> tuple[float, float]:
+        return (_median(self.times[1]) / 1e3, _median(self.times[0]) / 1e3)
+
+    def finish(self) -> None:
+        """Decide with what was timed (the pool when too little was)."""
+        pool, solo = self.times
+        self.solo = bool(pool and solo and _median(solo) <= _median(pool))
+        self.rec.set_solo(self.solo)
+
+
+def _median(xs: list[int]) -> float:
+    if not xs:
+        return float("nan")
+    ys = sorted(xs)
+    return float(ys[len(ys) // 2])
 
 
 def _packable(inputs: Sequence[Any], host_pos: tuple[int, ...]) -> bool:
