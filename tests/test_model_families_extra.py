@@ -191,3 +191,138 @@ def test_beit_relative_position_bias_trains():
         assert (q.grad is None) == (p.grad is None), name
         if p.grad is not None:
             torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+# ------------------------------------------------------------------ families and usage patterns
+
+_TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+             max_position_embeddings=80)
+
+
+class _Out(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        out = self.m(x)
+        return out.logits if hasattr(out, "logits") else out.last_hidden_state
+
+
+def _tf():
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    return transformers
+
+
+def gpt_bigcode():  # multi-query attention
+    T = _tf()
+    cfg = T.GPTBigCodeConfig(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=64, resid_pdrop=0,
+                             embd_pdrop=0, attn_pdrop=0)
+    return _Out(T.GPTBigCodeForCausalLM(cfg)), torch.randint(0, 100, (2, 8))
+
+
+def llama_rope_scaling():  # GQA with llama3 rope scaling
+    T = _tf()
+    rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16}
+    cfg = T.LlamaConfig(num_key_value_heads=1, rope_scaling=rope, **_TINY)
+    return _Out(T.LlamaForCausalLM(cfg)), torch.randint(0, 100, (2, 8))
+
+
+class _Packed(nn.Module):
+    """Bidirectional two-layer LSTM and GRU over pack_padded_sequence, an RNN(relu) and a
+    projected LSTM."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, num_layers=2, bidirectional=True, batch_first=True)
+        self.gru = nn.GRU(32, 8, num_layers=2, bidirectional=True, batch_first=True)
+        self.rnn = nn.RNN(16, 8, nonlinearity="relu", batch_first=True)
+        self.proj = nn.LSTM(8, 16, proj_size=4, batch_first=True)
+
+    def forward(self, x):
+        lens = torch.tensor([7, 4])
+        o, _ = self.lstm(nn.utils.rnn.pack_padded_sequence(x, lens, batch_first=True))
+        o, _ = self.gru(o)
+        o, _ = nn.utils.rnn.pad_packed_sequence(o, batch_first=True)
+        return self.proj(self.rnn(o)[0])[0]
+
+
+def packed_rnns():
+    return _Packed(), torch.randn(2, 7, 8)
+
+
+class _Cells(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm, self.gru = nn.LSTMCell(8, 16), nn.GRUCell(16, 16)
+
+    def forward(self, x):
+        h = c = g = x.new_zeros(x.shape[0], 16)
+        outs = []
+        for t in range(x.shape[1]):
+            h, c = self.lstm(x[:, t], (h, c))
+            g = self.gru(h, g)
+            outs.append(g)
+        return torch.stack(outs, 1)
+
+
+def rnn_cells():
+    return _Cells(), torch.randn(2, 5, 8)
+
+
+class _Checkpointed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+        self.b = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+        self.ln = nn.LayerNorm(8)
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+        y = checkpoint(self.a, x, use_reentrant=False)
+        return self.ln(checkpoint(self.b, y, use_reentrant=True))
+
+
+def checkpointed():
+    return _Checkpointed(), torch.randn(4, 8, requires_grad=True)
+
+
+FAMILIES = {"gpt_bigcode": gpt_bigcode, "llama_rope_scaling": llama_rope_scaling,
+            "packed_rnns": packed_rnns, "rnn_cells": rnn_cells, "checkpointed": checkpointed}
+
+
+def _step(model, x):
+    loss = model(x).float().pow(2).mean()
+    loss.backward()
+    return loss, [p.grad for p in model.parameters() if p.grad is not None]
+
+
+def _err(grads, ref) -> float:
+    scale = max(float(r.abs().max()) for r in ref)
+    return max(float((g.double().cpu() - r).abs().max()) for g, r in zip(grads, ref)) / scale
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_trains_natively(family):
+    """One step (forward, backward, clip_grad_norm_, AdamW) on hpu with no CPU fallback,
+    judged against float64 CPU as in test_model_families_more.py."""
+    torch.manual_seed(0)
+    model, x = FAMILIES[family]()
+    m64, m32, mh = copy.deepcopy(model).double(), copy.deepcopy(model), copy.deepcopy(model).to("hpu")
+    fx = x.is_floating_point()
+    l64, g64 = _step(m64, x.detach().double().requires_grad_(x.requires_grad) if fx else x)
+    _, g32 = _step(m32, x.detach().requires_grad_(x.requires_grad) if fx else x)
+    before = fallback.counts()
+    lh, gh = _step(mh, x.detach().to("hpu").requires_grad_(x.requires_grad) if fx else x.to("hpu"))
+    gh = [g.detach().clone() for g in gh]
+    torch.nn.utils.clip_grad_norm_(mh.parameters(), 1.0)
+    torch.optim.AdamW(mh.parameters(), lr=1e-3).step()
+    htcore.mark_step()
+    assert _new_fallbacks(before) == {}
+    assert len(gh) == len(g64)
+    eh, e32 = _err(gh, g64), _err(g32, g64)
+    assert eh <= max(8 * e32, 3e-6), f"{family}: hpu grads {eh:.2e} from float64, CPU float32 {e32:.2e}"
+    assert abs(float(lh.cpu()) - float(l64)) <= 1e-5 * abs(float(l64)) + 1e-7
+    assert all(torch.isfinite(p.detach().cpu()).all() for p in mh.parameters())
