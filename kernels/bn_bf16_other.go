@@ -9,7 +9,7 @@ var bnBF16Vec = false
 
 const noBNVec = "the AVX-512 batch-norm kernels need cgo on amd64"
 
-func bnSumBF16V(x unsafe.Pointer, ns, N, S int64, mean float64, sq bool) float64 { panic(noBNVec) }
+func bnMomentsBF16V(x unsafe.Pointer, ns, N, S int64) (mean, ss float64) { panic(noBNVec) }
 func bnApplyBF16V(x unsafe.Pointer, xns int64, o unsafe.Pointer, ons, N, S int64, sd, hd float64) {
 	panic(noBNVec)
 }

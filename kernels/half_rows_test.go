@@ -98,6 +98,67 @@ func sameBits32(t *testing.T, what string, a, b []float32) {
 	}
 }
 
+// nearTo reports whether a is b up to tol (NaN only for NaN, infinities exactly).
+func nearTo(a, b, tol float64) bool {
+	if math.IsNaN(a) || math.IsNaN(b) || math.IsInf(a, 0) || math.IsInf(b, 0) {
+		return math.IsNaN(a) == math.IsNaN(b) && (math.IsNaN(a) || a == b)
+	}
+	return math.Abs(a-b) <= tol
+}
+
+// finiteMax is the largest finite |v|.
+func finiteMax(vs []float64) float64 {
+	m := 0.0
+	for _, v := range vs {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			m = math.Max(m, math.Abs(v))
+		}
+	}
+	return m
+}
+
+// nearBF16 compares bfloat16 results of [rows][chans][sp] (or one array when chans is 1)
+// within one bfloat16 step (2^-7 of the magnitude) plus 1e-3 of its channel's largest
+// finite value (float32 against float64 math: a rounding apart, cancellation aside).
+func nearBF16(t *testing.T, what string, a, b []uint16, chans, sp int64) {
+	t.Helper()
+	ref := make([][]float64, chans)
+	ch := func(i int) int64 { return int64(i) / sp % chans }
+	if chans == 1 {
+		ch = func(int) int64 { return 0 }
+	}
+	for i, v := range b {
+		ref[ch(i)] = append(ref[ch(i)], float64(BF16ToF32(v)))
+	}
+	scale := make([]float64, chans)
+	for c := range scale {
+		scale[c] = finiteMax(ref[c])
+	}
+	for i := range a {
+		x, y := float64(BF16ToF32(a[i])), float64(BF16ToF32(b[i]))
+		if !nearTo(x, y, math.Max(math.Abs(x), math.Abs(y))/128+1e-3*scale[ch(i)]) {
+			t.Fatalf("%s element %d: fast %v (%#04x), reference %v (%#04x)", what, i, x, a[i], y, b[i])
+		}
+	}
+}
+
+// near32 compares per-channel float32 results within 1e-4 of each element's magnitude
+// plus 1e-5 of the largest finite one.
+func near32(t *testing.T, what string, a, b []float32) {
+	t.Helper()
+	ref := make([]float64, len(b))
+	for i, v := range b {
+		ref[i] = float64(v)
+	}
+	m := finiteMax(ref)
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		if !nearTo(x, y, 1e-4*math.Max(math.Abs(x), math.Abs(y))+1e-5*m) {
+			t.Fatalf("%s element %d: fast %v, reference %v", what, i, x, y)
+		}
+	}
+}
+
 func TestLayerNormHalfFastMatchesGeneric(t *testing.T) {
 	if !haveCNorm {
 		t.Skip("no C rows")
@@ -406,12 +467,24 @@ func TestBatchNormBF16FastMatchesFloat32(t *testing.T) {
 						o32[k] = [][]float32{sm, si, rm, rv, gw, gb}
 					}
 					for i := range o16[0] {
-						sameBits16(t, fmt.Sprintf("S=%d pad=%d stat %v training=%v batch norm bf16 output %d", S, pad, statDT, training, i),
-							o16[0][i], o16[1][i])
+						what := fmt.Sprintf("S=%d pad=%d stat %v training=%v batch norm bf16 output %d", S, pad, statDT, training, i)
+						if bnBF16Vec { // float32 math (bn_bf16_cgo.go): near the float64 path, not its bits
+							chans := C
+							if i >= 2 {
+								chans = 1 // the saved statistics: one array
+							}
+							nearBF16(t, what, o16[0][i], o16[1][i], chans, Sp)
+							continue
+						}
+						sameBits16(t, what, o16[0][i], o16[1][i])
 					}
 					for i := range o32[0] {
-						sameBits32(t, fmt.Sprintf("S=%d pad=%d stat %v training=%v batch norm float32 output %d", S, pad, statDT, training, i),
-							o32[0][i], o32[1][i])
+						what := fmt.Sprintf("S=%d pad=%d stat %v training=%v batch norm float32 output %d", S, pad, statDT, training, i)
+						if bnBF16Vec {
+							near32(t, what, o32[0][i], o32[1][i])
+							continue
+						}
+						sameBits32(t, what, o32[0][i], o32[1][i])
 					}
 				}
 			}

@@ -109,11 +109,11 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 	// scaleShift is channel c's float32 scale and shift (as float64s): from the batch
 	// statistics, which sum(mean, sq) gives as the sum of x (mean 0, sq false) and of
 	// (x-mean)^2 (sq true), when training; from the running ones otherwise.
-	scaleShift := func(c int64, sum func(mean float64, sq bool) float64) (float64, float64) {
+	scaleShift := func(c int64, moments func() (mean, ss float64)) (float64, float64) {
 		var mean, invstd float64
 		if training {
-			mean = sum(0, false) / float64(cnt)
-			ss := sum(mean, true)
+			var ss float64
+			mean, ss = moments()
 			mean, invstd = batchNormStats(c, mean, ss, cnt, statDT, eps, momentum, saveMean, saveInvstd, rm, rv)
 		} else {
 			mean = vec{rm}.get(c, 0)
@@ -131,11 +131,12 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 		for c := lo; c < hi; c++ {
 			if bf16 {
 				xb, ob := at(x.Ptr, c*x.Strides[1]*2), at(out.Ptr, c*out.Strides[1]*2)
-				sd, hd := scaleShift(c, func(mean float64, sq bool) float64 {
+				sd, hd := scaleShift(c, func() (float64, float64) {
 					if bnBF16Vec {
-						return bnSumBF16V(xb, x.Strides[0], N, S, mean, sq)
+						return bnMomentsBF16V(xb, x.Strides[0], N, S) // one pass, float32 lanes
 					}
-					return bnSumBF16C(xb, x.Strides[0], N, S, mean, sq)
+					m := bnSumBF16C(xb, x.Strides[0], N, S, 0, false) / float64(cnt)
+					return m, bnSumBF16C(xb, x.Strides[0], N, S, m, true)
 				})
 				if bnBF16Vec {
 					bnApplyBF16V(xb, x.Strides[0], ob, out.Strides[0], N, S, sd, hd)
@@ -148,7 +149,10 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 				// float32 rows read in place; the float64 statistics, 16 partial sums
 				// per pass (an add chain per element would dominate)
 				xr := f32Rows{x, c}
-				sd, hd := scaleShift(c, xr.sum)
+				sd, hd := scaleShift(c, func() (float64, float64) {
+					m := xr.sum(0, false) / float64(cnt)
+					return m, xr.sum(m, true)
+				})
 				or := f32Rows{out, c}
 				if haveCNorm && !noCNorm {
 					bnApplyC(xr.base(), x.Strides[0], or.base(), out.Strides[0], N, S, sd, hd)
