@@ -191,11 +191,13 @@ func (s *sumIter[A]) loop2dFast(inOff, outOff int64, d0, d1 sumDim) {
 }
 
 // bf16Cols is loop2d's contiguous outer reduction (column sums) of a bfloat16 input into
-// a bfloat16 output, kept in bfloat16 (or float32 for mean) and summed in float32: the
-// block is widened exactly into float32 scratch and summed by the float32 loop2dFast,
-// which adds the same terms in the same order (the cascade and row_sum of every column,
-// the same 4*lanes blocking), then each column's sum is added into the output with
-// loop2d's rounding store. It reports false where loop2d's generic code must run.
+// a bfloat16 output, kept in bfloat16 (or float32 for mean) and summed in float32. The
+// float32 loop2dFast over an exactly widened copy adds the same terms in the same order
+// (the cascade of every column in the 4*lanes blocking, row_sum for the rest); this path
+// reads the bfloat16 rows directly: the blocked columns by a cascade that widens as it
+// loads (in C; split over the workers in column chunks), the few remaining columns from a
+// widened copy of just those columns. Each column's sum is then added into the output
+// with loop2d's rounding store. It reports false where loop2d's generic code must run.
 func (s *sumIter[A]) bf16Cols(inOff, outOff int64, d0, d1 sumDim) bool {
 	// (a bfloat16 output rounds every NaN to 0x7fc0: the NaNs that loop2d's load rounds
 	// and the raw widening keeps reach it as the same 0x7fc0)
@@ -203,25 +205,64 @@ func (s *sumIter[A]) bf16Cols(inOff, outOff int64, d0, d1 sumDim) bool {
 		d0.os != 0 || d1.os == 0 || (d0.is == 1 && d0.size >= s.vecN) || d1.is != 1 || d1.size < s.vecN {
 		return false
 	}
-	if sumVecBytes/4 != s.lanes {
+	const lanes = sumVecBytes / 4
+	if lanes != s.lanes {
 		return false // the float32 loop's blocking would not be this sum's
 	}
 	size0, size1, is0 := d0.size, d1.size, d0.is
-	sp := getF32(int(size0 * size1))
-	defer putF32(sp)
-	buf := *sp
-	ParallelFor(size0, size1, func(lo, hi int64) {
-		for i := lo; i < hi; i++ {
-			loadRowF32(buf[i*size1:(i+1)*size1], at(s.in.Ptr, (inOff+i*is0)*2), 2, BFloat16)
+	res := make([]float32, size1)
+	bw := int64(4 * lanes)
+	blocked := size1 / bw * bw
+	if blocked > 0 {
+		base := at(s.in.Ptr, inOff*2)
+		power := max(int64(4), ceilLog2(size0)/sumLevels)
+		width := int64(sumColChunk)
+		if w := int64(Workers()); blocked*size0 >= 2*Grain && w > 1 {
+			width = min(width, max(bw, (blocked/w+bw-1)/bw*bw))
 		}
-	})
-	sub := &sumIter[A]{in: f32RowsTensor(buf, size0, size1), scalarDT: Float32, lanes: sumVecBytes / 4, vecN: sumVecBytes / 4,
-		acc: make([]A, size1), fast: true, outIdx: func(off int64) int64 { return off }}
-	sub.loop2dFast(0, 0, sumDim{size0, 0, size1}, sumDim{size1, 1, 1})
-	for j, v := range sub.acc {
-		s.store(s.outIdx(outOff+int64(j)*d1.os), v)
+		chunks := (blocked + width - 1) / width
+		ParallelFor(chunks, size0*min(blocked, width), func(lo, hi int64) {
+			for c := lo; c < hi; c++ {
+				j0 := c * width
+				n := min(width, blocked-j0)
+				cascadeBF16(at(base, j0*2), is0, size0, n, power, res[j0:j0+n])
+			}
+		})
+	}
+	if rest := size1 - blocked; rest > 0 {
+		sp := getF32(int(size0 * rest))
+		buf := *sp
+		for i := int64(0); i < size0; i++ {
+			bf16ToF32s(buf[i*rest:(i+1)*rest], unsafe.Slice((*uint16)(at(s.in.Ptr, (inOff+i*is0+blocked)*2)), rest))
+		}
+		for j := int64(0); j < rest; j++ {
+			res[blocked+j] = rowSumP[float32](unsafe.Pointer(&buf[j]), rest, size0)
+		}
+		putF32(sp)
+	}
+	for j, v := range res {
+		s.store(s.outIdx(outOff+int64(j)*d1.os), A(v))
 	}
 	return true
+}
+
+// cascadeBF16 is cascadeSum over nrows contiguous bfloat16 columns (term i of column k
+// at element i*is + k from p), widened exactly to float32: the sums into out[:nrows].
+func cascadeBF16(p unsafe.Pointer, is, size, nrows, power int64, out []float32) {
+	if nrows%32 == 0 && !noCSum && cgoCascadeMin < 1<<62 {
+		cascadeBF16C(p, is, size, nrows, power, out)
+		return
+	}
+	// no C: widen the block row by row and run the float32 cascade over it
+	sp := getF32(int(size * nrows))
+	buf := *sp
+	for i := int64(0); i < size; i++ {
+		bf16ToF32s(buf[i*nrows:(i+1)*nrows], unsafe.Slice((*uint16)(at(p, i*is*2)), nrows))
+	}
+	acc := make([]float32, sumLevels*nrows)
+	cascadeSum(unsafe.Pointer(unsafe.SliceData(buf)), nrows, 1, size, nrows, acc)
+	copy(out, acc[:nrows])
+	putF32(sp)
 }
 
 // noFastSum forces the generic loop2d, noCSum the Go cascade (tests compare them).

@@ -7,13 +7,13 @@ import (
 	"unsafe"
 )
 
-// The fast sum paths must give bit-for-bit the results of the generic loop2d (which
+// The fast sum paths (and bfloat16 column sums) must give bit-for-bit the results of the generic loop2d (which
 // follows torch's CPU order) for every layout.
 func TestSumFastMatchesGeneric(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	shapes := [][]int64{{1024, 256}, {1024, 192}, {16, 64, 64}, {64, 64}, {7, 5000}, {5000, 7}, {3, 33, 17},
 		{300, 40}, {40, 300}, {1, 9}, {2, 3, 4, 5}, {70000}, {129, 9}, {4100, 3}}
-	for _, dt := range []DType{Float32, Float64} {
+	for _, dt := range []DType{Float32, Float64, BFloat16} {
 		for _, sh := range shapes {
 			nd := len(sh)
 			numel := int64(1)
@@ -55,9 +55,12 @@ func TestSumFastMatchesGeneric(t *testing.T) {
 				buf := make([]byte, numel*es)
 				for i := int64(0); i < numel; i++ {
 					v := rng.NormFloat64() * math.Exp(rng.NormFloat64())
-					if dt == Float32 {
+					switch dt {
+					case BFloat16:
+						*(*uint16)(unsafe.Pointer(&buf[i*es])) = F32ToBF16(float32(v))
+					case Float32:
 						*(*float32)(unsafe.Pointer(&buf[i*es])) = float32(v)
-					} else {
+					default:
 						*(*float64)(unsafe.Pointer(&buf[i*es])) = v
 					}
 				}
