@@ -230,6 +230,9 @@ func Elementwise(op *EWOp, cdt DType, out Tensor, ins []Tensor, p []float64) err
 		}
 		k.i64 = op.I64
 	}
+	if op.Name == "where" && maskedFillFast(out, ins, cdt) {
+		return nil
+	}
 	if n, ok := flatEW(out, ins); ok {
 		k.runFlat(out, ins, n)
 		return nil

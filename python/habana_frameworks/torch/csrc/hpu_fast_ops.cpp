@@ -101,7 +101,7 @@ enum Op {
   kSigmoid, kTanh, kNeg, kAbs, kMm, kBmm, kAddmm,
   kRelu, kThresholdBackward, kCopyFrom, kFill, kLocalScalarDense, kSum,
   kSoftmax, kLogSoftmax, kSoftmaxBackward, kLogSoftmaxBackward, kNllForward, kNllBackward,
-  kLayerNorm, kLayerNormBackward, kGelu, kGeluBackward, kMaskedFill, kNumOps
+  kLayerNorm, kLayerNormBackward, kGelu, kGeluBackward, kMaskedFill, kMaskedFillOut, kNumOps
 };
 
 static FastOp g_ops[kNumOps] = {
@@ -127,7 +127,7 @@ static FastOp g_ops[kNumOps] = {
     {"aten::nll_loss_forward", "loss.nll_forward"}, {"aten::nll_loss_backward", "loss.nll_backward"},
     {"aten::native_layer_norm", "layer_norm_fwd"}, {"aten::native_layer_norm_backward", "layer_norm_bwd"},
     {"aten::gelu", "ew.gelu"},       {"aten::gelu_backward", "ew.gelu_backward"},
-    {"aten::masked_fill_", "ew.where"},
+    {"aten::masked_fill_", "ew.where"}, {"aten::masked_fill", "ew.where"},
 };
 
 static int go_id(FastOp& op) {
@@ -1026,16 +1026,21 @@ at::Tensor& gelu_backward_out(const at::Tensor& grad_output, const at::Tensor& s
   return at::_ops::gelu_backward_grad_input::redispatch(kPython, grad_output, self, approximate, grad_input);
 }
 
-// masked_fill_ of a float32 tensor with a bool mask that broadcasts to it: ew("where",
-// [mask, value, self]) into self, the value a float32 host scalar (_wrap(value).to(dtype)).
-// bfloat16 goes to Python, which converts the mask to bfloat16 first.
-at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+// masked_fill of a float32 or bfloat16 tensor with a bool mask that broadcasts to it:
+// ew("where", [mask, value, self], float32) into out (self for masked_fill_), the value
+// a float32 host scalar rounded to self's dtype by the kernel's store, as torch's CPU
+// kernel converts it (Scalar -> float -> bfloat16). The kernel's select copies self's
+// elements and runs one pass where mask, self and out share a contiguous inner block.
+// Returns false (nothing written) where the Python lowering must serve the call.
+static bool masked_fill_fast(FastOp& op, const at::Tensor& out, const at::Tensor& self, const at::Tensor& mask,
+                             const at::Scalar& value) {
   const int64_t nd = self.dim();
+  const c10::ScalarType dt = self.scalar_type();
   bool ok = g_enabled.load(std::memory_order_relaxed) && !value.isComplex() && self.device().is_hpu() &&
-            self.scalar_type() == c10::kFloat && self.numel() != 0 && nd <= kMaxDim &&
+            (dt == c10::kFloat || dt == c10::kBFloat16) && self.numel() != 0 && nd <= kMaxDim &&
             mask.device() == self.device() && mask.scalar_type() == c10::kBool && mask.dim() <= nd &&
-            !shares_storage(mask, self);
-  for (int64_t i = 0; ok && i < nd; i++) ok = !(self.stride(i) == 0 && self.size(i) > 1);
+            !shares_storage(mask, self) && !shares_storage(mask, out);
+  for (int64_t i = 0; ok && i < nd; i++) ok = !(out.stride(i) == 0 && out.size(i) > 1);
   int64_t mst[kMaxDim];
   for (int64_t i = 0, off = nd - (ok ? mask.dim() : 0); ok && i < nd; i++) {
     const int64_t j = i - off;
@@ -1048,30 +1053,45 @@ at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const 
       mst[i] = 0;
     }
   }
-  FastOp& op = g_ops[kMaskedFill];
   const int id = ok ? go_id(op) : -1;
-  if (id >= 0) {
-    float v;
-    if (value.isBoolean()) {
-      v = value.toBool() ? 1.0f : 0.0f;
-    } else if (value.isIntegral(false)) {
-      v = static_cast<float>(value.toLong());
-    } else {
-      v = static_cast<float>(value.toDouble());
-    }
-    const int64_t zeros[kMaxDim] = {0};
-    Frame f;
-    f.add(self.data_ptr(), c10::kFloat, self.sizes(), self.strides().data());
-    f.add(mask.data_ptr(), c10::kBool, self.sizes(), mst);
-    f.add(&v, c10::kFloat, self.sizes(), zeros);
-    f.add(self.data_ptr(), c10::kFloat, self.sizes(), self.strides().data());
-    f.v[f.n++] = 1;
-    f.v[f.n++] = static_cast<int64_t>(c10::kFloat);
-    f.run(id, nullptr, 0);
-    op.calls.fetch_add(1, std::memory_order_relaxed);
-    return self;
+  if (id < 0) return false;
+  float v;
+  if (value.isBoolean()) {
+    v = value.toBool() ? 1.0f : 0.0f;
+  } else if (value.isIntegral(false)) {
+    v = static_cast<float>(value.toLong());
+  } else {
+    v = static_cast<float>(value.toDouble());
   }
+  const int64_t zeros[kMaxDim] = {0};
+  Frame f;
+  f.add(out.data_ptr(), dt, out.sizes(), out.strides().data());
+  f.add(mask.data_ptr(), c10::kBool, self.sizes(), mst);
+  f.add(&v, c10::kFloat, self.sizes(), zeros);
+  f.add(self.data_ptr(), dt, self.sizes(), self.strides().data());
+  f.v[f.n++] = 1;
+  f.v[f.n++] = static_cast<int64_t>(c10::kFloat);
+  f.run(id, nullptr, 0);
+  op.calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  if (masked_fill_fast(g_ops[kMaskedFill], self, self, mask, value)) return self;
   return at::_ops::masked_fill__Scalar::redispatch(kPython, self, mask, value);
+}
+
+// masked_fill: torch's CPU kernel fills a contiguous clone of self expanded to the
+// broadcast shape; when the mask broadcasts to self's own shape the fast path writes that
+// contiguous result in the same pass as the fill.
+at::Tensor masked_fill_scalar(const at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  if (g_enabled.load(std::memory_order_relaxed) && self.device().is_hpu() && mask.device() == self.device() &&
+      mask.dim() <= self.dim() && self.numel() != 0 &&
+      (self.scalar_type() == c10::kFloat || self.scalar_type() == c10::kBFloat16)) {
+    at::Tensor out = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+    if (masked_fill_fast(g_ops[kMaskedFillOut], out, self, mask, value)) return out;
+  }
+  return at::_ops::masked_fill_Scalar::redispatch(kPython, self, mask, value);
 }
 
 // Unary floating ops: ew(name, [self], dtype) in the lowering.
@@ -1371,6 +1391,7 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("gelu.out", TORCH_FN(gelu_out));
   m.impl("gelu_backward.grad_input", TORCH_FN(gelu_backward_out));
   m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar_));
+  m.impl("masked_fill.Scalar", TORCH_FN(masked_fill_scalar));
   // functional and in-place forms (skip torch's generic structured wrappers)
   m.impl("add.Tensor", TORCH_FN(add_tensor));
   m.impl("add_.Tensor", TORCH_FN(add__tensor));
