@@ -226,8 +226,14 @@ def test_masked_fill_is_served_and_matches(value, layout):
     _check(fn, [x, m], ("aten::masked_fill_",))
 
 
-def test_masked_fill_cases_it_does_not_serve_match_cpu():
+def test_masked_fill_bfloat16_is_served_and_matches():
     x = _rand((4, 6), torch.bfloat16)
+    m = torch.rand(4, 6, generator=torch.Generator().manual_seed(2)) > 0.5
+    _check(lambda x, m: x.clone().masked_fill_(m, -1.5), [x, m], ("aten::masked_fill_",))
+
+
+def test_masked_fill_cases_it_does_not_serve_match_cpu():
+    x = _rand((4, 6), torch.float64)
     m = torch.rand(4, 6, generator=torch.Generator().manual_seed(2)) > 0.5
     _check(lambda x, m: x.clone().masked_fill_(m, -1.5), [x, m], ("aten::masked_fill_",), served=False)
     z = torch.empty(0, 6, device="hpu").masked_fill_(torch.empty(0, 6, dtype=torch.bool, device="hpu"), 1.0)
