@@ -1,6 +1,9 @@
 package kernels
 
-import "unsafe"
+import (
+	"slices"
+	"unsafe"
+)
 
 // masked_fill's select, out = mask ? value : self, as one pass over the bits: where's
 // generic loop widens each operand to float32 and narrows the result again, which for a
@@ -62,7 +65,7 @@ func maskedFillFast(out Tensor, ins []Tensor, cdt DType) bool {
 		ost, sst, mst = append(ost, out.Strides[k]), append(sst, self.Strides[k]), append(mst, mask.Strides[k])
 	}
 	// in place (self is the output) or apart; a partial overlap goes the generic way
-	if out.Ptr != self.Ptr || !equalInts(out.Strides, self.Strides) {
+	if out.Ptr != self.Ptr || !slices.Equal(out.Strides, self.Strides) {
 		if overlaps(out, self) {
 			return false
 		}
@@ -102,18 +105,6 @@ func maskedFillFast(out Tensor, ins []Tensor, cdt DType) bool {
 }
 
 const maskedFillChunk = 16384
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 // maskedFillGo is the loop without C: o[i] = m[i] ? bits : s[i] for n elements of es bytes.
 func maskedFillGo(o, s, m unsafe.Pointer, n, es int64, bits uint32) {
