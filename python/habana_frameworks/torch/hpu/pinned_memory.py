@@ -8,6 +8,9 @@ On Gaudi the bridge is the process's only accelerator, so `t.pin_memory()` and `
 without a device mean hpu. The public torch wheel hpusim runs on is CUDA-built, and torch then
 resolves a missing device to CUDA ("Found no NVIDIA driver on your system"). So while CUDA is
 unusable, a missing device means hpu here too; with a working CUDA torch's choice stands.
+Factories with `pin_memory=True` (torch.empty/zeros/full/tensor...) allocate in C++; the glue
+wraps torch's CPU empty kernels so they pin through the same allocator
+(csrc/hpu_pinned_factories.cpp), under the same condition.
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ import warnings
 from typing import Optional, Union
 
 import torch
+
+from .. import _native
 
 _tensor_pin_memory = torch.Tensor.pin_memory
 _tensor_is_pinned = torch.Tensor.is_pinned
@@ -46,3 +51,6 @@ pin_memory.__doc__ = _tensor_pin_memory.__doc__
 is_pinned.__doc__ = _tensor_is_pinned.__doc__
 torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign]
 torch.Tensor.is_pinned = is_pinned  # type: ignore[method-assign]
+
+if _hpu_is_the_accelerator() and _native.glue().hpusim_glue_pinned_factories() != 0:
+    raise RuntimeError("hpusim: torch refused the pinned-memory factory kernels (csrc/hpu_pinned_factories.cpp)")
