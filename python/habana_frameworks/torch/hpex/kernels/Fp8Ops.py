@@ -102,6 +102,24 @@ def _cast_from_fp8(input: torch.Tensor, scale: Optional[torch.Tensor], out_dtype
     return y.to(out_dtype)
 
 
+def _block_scale(scale: torch.Tensor, operand: torch.Tensor, name: str) -> torch.Tensor:
+    """The inverse scale for every element of op(A)/op(B): a scalar, a broadcastable tensor, or
+    blockwise (optimum-habana's finegrained fp8: [M, K/bk] for A, [K/bk, N/bn] for B), one entry
+    per block of the operand's last two dims, spread over its block."""
+    s = scale.float()
+    if s.dim() < 2 or operand.dim() < 2:
+        return s
+    for d in (-2, -1):
+        n, k = operand.shape[d], s.shape[d]
+        if k in (1, n):
+            continue
+        if k == 0 or n % k:
+            raise RuntimeError(f"fp8_gemm_v2: {name} of shape {tuple(scale.shape)} does not divide the operand's "
+                               f"shape {tuple(operand.shape)} into blocks")
+        s = s.repeat_interleave(n // k, dim=d)
+    return s
+
+
 def _fp8_gemm_v2(A: torch.Tensor, trans_A: bool, B: torch.Tensor, trans_B: bool, D: Optional[torch.Tensor],
                  out_dtype: torch.dtype, A_scale_inv: Optional[torch.Tensor] = None,
                  B_scale_inv: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
@@ -113,9 +131,9 @@ def _fp8_gemm_v2(A: torch.Tensor, trans_A: bool, B: torch.Tensor, trans_B: bool,
     if trans_B:
         b = b.transpose(-2, -1)
     if A_scale_inv is not None:
-        a = a * A_scale_inv.float()
+        a = a * _block_scale(A_scale_inv, a, "A_scale_inv")
     if B_scale_inv is not None:
-        b = b * B_scale_inv.float()
+        b = b * _block_scale(B_scale_inv, b, "B_scale_inv")
     out = torch.matmul(a, b)
     if bias is not None:
         out = out + bias.float()
