@@ -71,9 +71,19 @@ def _scalar_operand(v, cdt: torch.dtype, keep_scalars: bool) -> torch.Tensor:
     if keep_scalars:
         if isinstance(v, int):
             return _wrap(v)
-        return _wrap(v, torch.float32 if cdt in _F32_CLASS else torch.float64)
+        return _wrap_cast(v, torch.float32 if cdt in _F32_CLASS else torch.float64)
     # |v| <= 2**53: v -> double -> cdt rounds as int64 -> cdt does
-    return _wrap(v, cdt)
+    return _wrap_cast(v, cdt)
+
+
+def _wrap_cast(v, dtype: torch.dtype) -> torch.Tensor:
+    """_wrap(v, dtype), and for a value outside dtype's range the cast torch's CPU kernels
+    apply to a wrapped-number operand (uint8 + 300 adds 44, float16 + 70000 is inf) where
+    torch.tensor(v, dtype) would raise an overflow error CPU does not."""
+    try:
+        return _wrap(v, dtype)
+    except RuntimeError:
+        return _host_to(_wrap(v), dtype)
 
 
 def _host_to(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
