@@ -149,11 +149,17 @@ func BatchNormForward(out Tensor, saveMean, saveInvstd *Tensor, x Tensor, w, b, 
 				// float32 rows read in place; the float64 statistics, 16 partial sums
 				// per pass (an add chain per element would dominate)
 				xr := f32Rows{x, c}
+				or := f32Rows{out, c}
+				if bnF32Vec && cnt > 0 {
+					// AVX-512: one pass of float32-lane moments, one FMA pass (bn_f32_cgo.go)
+					sd, hd := scaleShift(c, func() (float64, float64) { return bnMomentsF32V(xr.base(), x.Strides[0], N, S) })
+					bnApplyF32V(xr.base(), x.Strides[0], or.base(), out.Strides[0], N, S, sd, hd)
+					continue
+				}
 				sd, hd := scaleShift(c, func() (float64, float64) {
 					m := xr.sum(0, false) / float64(cnt)
 					return m, xr.sum(m, true)
 				})
-				or := f32Rows{out, c}
 				if haveCNorm && !noCNorm {
 					bnApplyC(xr.base(), x.Strides[0], or.base(), out.Strides[0], N, S, sd, hd)
 					continue
@@ -351,6 +357,17 @@ func BatchNormBackward(gin, gw, gb *Tensor, gout, x Tensor, w, rm, rv, saveMean,
 				xr, gr := f32Rows{x, c}, f32Rows{gout, c}
 				var sum, dotp float64
 				cN := haveCNorm && !noCNorm
+				if bnF32Vec {
+					// AVX-512 float32 lanes, as torch's kernel (bn_f32_cgo.go)
+					sum, dotp = bnBwdSumsF32V(xr.base(), x.Strides[0], gr.base(), gout.Strides[0], N, S, mean)
+					vec{gw}.set(c, dotp*invstd)
+					vec{gb}.set(c, sum)
+					if gin != nil {
+						bnBwdApplyF32V(xr.base(), x.Strides[0], gr.base(), gout.Strides[0], f32Rows{*gin, c}.base(), gin.Strides[0],
+							N, S, mean, sum/float64(cnt), dotp*invstd*invstd/float64(cnt), invstd, vec{w}.get(c, 1), training)
+					}
+					continue
+				}
 				if cN {
 					sum, dotp = bnBwdSumsC(xr.base(), x.Strides[0], gr.base(), gout.Strides[0], N, S, mean)
 				} else {
