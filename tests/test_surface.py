@@ -254,3 +254,15 @@ print('Z', z.cpu().tolist())
                        env=dict(os.environ, PT_HPU_LAZY_MODE="1"))
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Y [3.0, 3.0, 3.0, 3.0]" in r.stdout and "Z [6.0, 6.0, 6.0, 6.0]" in r.stdout, r.stdout
+
+
+def test_memory_usage_follows_allocations():
+    # torch.hpu.memory_usage(device): the bridge's "memory used, as given by hl-smi" (InUse).
+    base = torch.hpu.memory_usage()
+    assert base == torch.hpu.memory_stats()["InUse"] == torch.hpu.memory_usage(0)
+    t = torch.empty(1 << 20, dtype=torch.uint8, device="hpu")
+    assert torch.hpu.memory_usage("hpu:0") >= base + (1 << 20)
+    del t
+    assert torch.hpu.memory_usage() == base
+    with pytest.raises(AssertionError, match="Invalid device id"):
+        torch.hpu.memory_usage(7)

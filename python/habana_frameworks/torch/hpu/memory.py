@@ -36,6 +36,11 @@ def max_memory_allocated(device: Any = None) -> int:
     return memory_stats(device)["MaxInUse"]
 
 
+def memory_usage(device: Any = None) -> int:
+    """The device memory in use, as hl-smi reports it (the bridge's torch.hpu.memory_usage)."""
+    return memory_stats(device)["InUse"]
+
+
 def memory_reserved(device: Any = None) -> int:
     return memory_stats(device)["Limit"]
 
