@@ -11,15 +11,17 @@ from habana_frameworks.torch._ops import fallback
 
 
 def _same(fn, *args):
-    """fn on CPU and on hpu copies: equal results (values, dtype, shape) or the same
-    exception type; no CPU fallback on the hpu side."""
+    """fn on CPU and on hpu copies (tensors moved, the device name "cpu" replaced by "hpu"):
+    equal results (values, dtype, shape) or the same exception type; no CPU fallback on the
+    hpu side."""
     try:
         ref, ref_exc = fn(*args), None
     except Exception as e:  # noqa: BLE001 - compared below
         ref, ref_exc = None, e
     before = fallback.counts()
     try:
-        out, exc = fn(*(a.to("hpu") if isinstance(a, torch.Tensor) else a for a in args)), None
+        out, exc = fn(*(a.to("hpu") if isinstance(a, torch.Tensor) else "hpu" if a == "cpu" else a
+                        for a in args)), None
         htcore.mark_step()
     except Exception as e:  # noqa: BLE001
         out, exc = None, e
@@ -88,3 +90,28 @@ INT_OPS = {
 @pytest.mark.parametrize("name", sorted(INT_OPS))
 def test_integer_semantics_match_cpu(name, dtype):
     _same(INT_OPS[name], A.to(dtype), B.to(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int32, torch.int64])
+@pytest.mark.parametrize("to", [torch.float32, torch.bfloat16, torch.float64])
+def test_cumsum_to_float_of_integer_input_is_native(dtype, to):
+    """DETR's position embedding: mask.cumsum(1, dtype=torch.float32) on a bool mask."""
+    x = (torch.arange(60).view(3, 4, 5) % 3 != 1).to(dtype)
+    for dim in (0, 1, -1):
+        _same(lambda t: t.cumsum(dim, dtype=to), x)
+
+
+ARANGE = [(-24, 24, 1.0), (11.0, -13.0, -1), (12.0, -11.0, -2), (0.5, 7.9, 1.7), (-3.7, 4.2, 2.9),
+          (-2.5, 3, 1), (1.9, 20.2, 3.99), (0, 5.5, 1), (0, 16, 1.0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8])
+@pytest.mark.parametrize("bounds", ARANGE, ids=str)
+def test_arange_integral_dtype_with_float_bounds(bounds, dtype):
+    """Funnel's torch.arange(-n, n, 1.0, dtype=torch.long): float bounds truncate to int64 for
+    the values; the length is int64's integer formula for int64 and ceil((end-start)/step) of
+    the given values for every other dtype, as on CPU."""
+    start, end, step = bounds
+    if dtype == torch.uint8 and min(start, end) < 0:
+        pytest.skip("negative values in uint8")
+    _same(lambda dev: torch.arange(start, end, step, dtype=dtype, device=dev), "cpu")

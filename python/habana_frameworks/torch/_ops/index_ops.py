@@ -653,8 +653,10 @@ def _fmt(v) -> str:
 
 
 def _arange_size(start, end, step, dtype: torch.dtype) -> int:
-    """torch CPU arange's checks and length, in its accumulation type: int64 for integral
-    dtypes (each bound truncated first), float for bfloat16/float16, double otherwise.
+    """torch CPU arange's checks, in its accumulation type: int64 for integral dtypes (each
+    bound truncated first), float for bfloat16/float16, double otherwise; and its length: from
+    the truncated bounds for int64, ceil((end - start) / step) in double of the given values
+    for every other dtype (int32 arange(-2.5, 3) has 6 elements, int64 5).
     Python's own arithmetic here never raises (a meta call raised ZeroDivisionError for an
     integral step that truncates to 0, where CPU says "step must be nonzero")."""
     if dtype == torch.bool or any(isinstance(x, complex) for x in (start, end, step)):
@@ -676,7 +678,7 @@ def _arange_size(start, end, step, dtype: torch.dtype) -> int:
         raise RuntimeError(f"unsupported range: {_fmt(xs)} -> {_fmt(xe)}")
     if not ((xst > 0 and xe >= xs) or (xst < 0 and xe <= xs)):
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
-    if isinstance(xst, int):
+    if dtype == torch.int64:  # CPU's exact integer length for int64 only
         sgn = 1 if xst > 0 else -1
         num = xe - xs + xst - sgn
         q = abs(num) // abs(xst)  # C++ integer division truncates toward zero
@@ -707,8 +709,10 @@ def arange_start_out(start, end, step=1, *, out):
         out.resize_((size,))
     if out.numel():
         is_int = not out.dtype.is_floating_point
-        if out.dim() != 1 or (is_int and not all(isinstance(x, (int, bool)) for x in (start, step))):
+        if out.dim() != 1:
             raise NotNative  # CPU keeps an out of the right numel in its shape
+        # an integral dtype takes float bounds truncated to int64, as CPU's Scalar.to<int64_t>()
+        # (Funnel's torch.arange(-n, n, 1.0, dtype=torch.long)); _arange_size checked they fit
         _native.run("arange", [out], (int(is_int), int(start) if is_int else 0, int(step) if is_int else 0),
                     (float(start), float(step)))
     return out

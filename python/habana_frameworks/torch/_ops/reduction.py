@@ -383,7 +383,10 @@ def any_dim(self, dim=None, keepdim=False):
 
 @native("aten::cumsum")
 def cumsum(self, dim, *, dtype=None):
-    _float_only(self, dtype)
+    # a float dtype over integer or bool input (DETR's mask.cumsum(1, dtype=torch.float32))
+    # sums the converted values, as torch's CPU kernel does
+    if (dtype or self.dtype) not in _FLOATS or self.is_complex() or (dtype is None and self.dtype not in _FLOATS):
+        raise NotNative
     x = self if dtype is None else self.to(dtype)
     if x.dim() == 0:
         return x.clone()
