@@ -43,6 +43,9 @@ use_fast_runtime: bool = _env.env_bool("PT_HPU_COMPILE_FAST_RUNTIME", True)
 # hpusim: each new recipe's first runs are timed with its kernels split over the worker
 # pool and on the calling thread alone, and it keeps the faster (results are the same).
 tune_recipe_threads: bool = _env.env_bool("PT_HPU_COMPILE_TUNE_THREADS", True)
+# hpusim: a compiled torch.optim.Adam/AdamW step runs as one multi-tensor Go op per
+# group of equal hyper-parameters, bit-equal to eager CPU Adam (optimizer_pattern.py).
+fuse_optimizer: bool = _env.env_bool("PT_HPU_COMPILE_FUSE_OPTIMIZER", True)
 dump_graph_repro: bool = _env.env_bool("PT_HPU_DUMP_GRAPH_REPRO", False)
 
 install_config_module(sys.modules[__name__])

@@ -76,6 +76,20 @@ def pass_fake_propagation(ctx: PassContext) -> bool:
     return False
 
 
+def pass_fuse_optimizer_steps(ctx: PassContext) -> bool:
+    """A traced Adam/AdamW step becomes one hpu::adam_torch call per group of parameters
+    with equal hyper-parameters (optimizer_pattern.py); unmatched ops stay as they are."""
+    if ctx.is_backward or not config.fuse_optimizer:
+        return False
+    from .optimizer_pattern import fuse_adam_steps
+
+    fused = fuse_adam_steps(ctx.graph_module)
+    if fused:
+        pass_fake_propagation(ctx)
+        logger.debug("%s: Adam steps of %d parameters fused", ctx.graph_name, fused)
+    return bool(fused)
+
+
 _STRIDE_SENSITIVE = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
                      torch.ops.aten.as_strided.default)
 
@@ -486,7 +500,8 @@ def pass_compile_clusters(ctx: PassContext) -> bool:
 
 
 _PASSES: dict[OptimizationPassPlacement, list[Pass]] = {
-    OptimizationPassPlacement.PRE_PLACEMENT: [pass_graph_print, pass_fake_propagation, pass_restride_view_inputs,
+    OptimizationPassPlacement.PRE_PLACEMENT: [pass_graph_print, pass_fake_propagation, pass_fuse_optimizer_steps,
+                                              pass_restride_view_inputs,
                                               pass_mark_placement,
                                               pass_wa_mixed_devices, pass_fold_host_scalar_math, pass_graph_print],
     OptimizationPassPlacement.PRE_PARTITIONER: [pass_graph_print, pass_eagerize_leaf_views],

@@ -34,6 +34,11 @@ _FORCED_EAGER = frozenset({
 })
 
 
+# Native multi-tensor ops that update their inputs in place and return nothing: recipes
+# hold them like the write-backs (`copy_`) they replace (optimizer_pattern.py).
+_IN_PLACE_NATIVE = frozenset({"hpu::adam_torch_"})
+
+
 def _schema_name(op: OpOverload) -> str:
     return op._schema.name
 
@@ -85,6 +90,8 @@ def eager_fallback_reason(node: torch.fx.Node) -> str | None:
     # Random ops go into recipes: a recipe run draws each op's seed from the hpu generator
     # in program order, as eager mode does, so torch.hpu.manual_seed gives the same masks.
     outs = list(_tensors(node.meta.get("val")))
+    if not outs and name in _IN_PLACE_NATIVE:
+        return None if all(t.device.type == "hpu" or t.dim() == 0 for t in _arg_tensors(node)) else "input not on hpu"
     if not outs:
         return "no tensor output"
     if any(t.device.type != "hpu" for t in outs):

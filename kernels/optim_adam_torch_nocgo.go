@@ -1,0 +1,13 @@
+//go:build !cgo
+
+package kernels
+
+import "math"
+
+// Without cgo Go's math.Pow stands in for libm's pow (Python's `**`), which can differ in
+// the last bit of a bias correction.
+func libmPow(x, y float64) float64 { return math.Pow(x, y) }
+
+func adamTorchChunk(k *adamTorchConsts, o *adamTorchOperands, lo, hi int64) {
+	adamTorchChunkGo(k, o, lo, hi)
+}
