@@ -115,3 +115,30 @@ def test_arange_integral_dtype_with_float_bounds(bounds, dtype):
     if dtype == torch.uint8 and min(start, end) < 0:
         pytest.skip("negative values in uint8")
     _same(lambda dev: torch.arange(start, end, step, dtype=dtype, device=dev), "cpu")
+
+
+OUT_RESIZE = {
+    "add": lambda x, out: torch.add(x, 1, out=out),
+    "exp": lambda x, out: torch.exp(x, out=out),
+    "sum dim": lambda x, out: torch.sum(x, 0, out=out),
+    "mean dim": lambda x, out: torch.mean(x, 1, out=out),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT_RESIZE))
+def test_out_of_the_wrong_size_is_resized_with_cpus_warning(name):
+    import warnings
+    fn = OUT_RESIZE[name]
+    x = torch.randn(10, 4)
+    for out_shape in ((3,), (0,)):
+        got = {}
+        for dev in ("cpu", "hpu"):
+            out = torch.empty(out_shape, device=dev)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                res = fn(x.to(dev), out)
+            got[dev] = (res.cpu(), [str(m.message).split(" (Triggered internally")[0] for m in w
+                                    if "resized" in str(m.message)])
+            assert res is out
+        torch.testing.assert_close(got["hpu"][0], got["cpu"][0], rtol=1e-6, atol=1e-6)
+        assert got["hpu"][1] == got["cpu"][1], (out_shape, got["hpu"][1], got["cpu"][1])

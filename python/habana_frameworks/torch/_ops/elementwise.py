@@ -13,6 +13,7 @@ import torch
 
 from .. import _native
 from .fallback import _hpu_index, type_name as _tname
+from .out_resize import resize_out
 from .registry import native, NotNative
 
 _CODE = _native.DTYPE_CODE
@@ -120,7 +121,7 @@ def _check_out(out: torch.Tensor, result_dtype: torch.dtype, shape, inplace: boo
         if inplace:
             raise RuntimeError(f"output with shape {list(out.shape)} doesn't match the broadcast shape "
                                f"{list(shape)}")
-        out.resize_(shape)
+        resize_out(out, shape)
     strides = out.stride()
     if 0 in strides:
         for sz, st in zip(out.shape, strides):

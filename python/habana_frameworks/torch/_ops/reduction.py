@@ -10,6 +10,7 @@ import math
 import torch
 
 from .. import _native
+from .out_resize import resize_out
 from .registry import native, NotNative
 
 _CODE = _native.DTYPE_CODE
@@ -58,7 +59,7 @@ def _out_view(out, x, dtype, keep_shape, keepdim, red, alloc_shape):
         return None
     shape = keep_shape if keepdim else [s for d, s in enumerate(keep_shape) if d not in red]
     if list(out.shape) != list(shape):
-        out.resize_(shape)
+        resize_out(out, shape)
     if not out.is_contiguous() or (out.numel() and x.numel() and
                                    out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()):
         return None
@@ -72,7 +73,7 @@ def _finish(res: torch.Tensor, keep_shape, keepdim, red, x, out):
         if out.dtype != res.dtype:
             raise NotNative
         if list(out.shape) != list(shape):
-            out.resize_(shape)
+            resize_out(out, shape)
         out.copy_(res)
         return out
     return res
@@ -412,7 +413,7 @@ def _writable(out, shape, dtype, srcs):
     if out is None or out.dtype != dtype:
         return None
     if tuple(out.shape) != tuple(shape):
-        out.resize_(shape)
+        resize_out(out, shape)
     if not out.is_contiguous():
         return None
     if out.numel() and any(t.numel() and t.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
