@@ -6,8 +6,8 @@ package kernels
 #cgo CFLAGS: -O3
 #cgo LDFLAGS: -lm -ldl
 // torch's CPU Adam step per element (optim_adam_torch.go): every multiply and add rounded
-// as written, fmaf exactly where torch's vectorized kernels fuse. One clone per ISA. An
-// output may be its input (the update in place): element i is read before it is written.
+// as written, fmaf exactly where torch's vectorized kernels fuse. One clone per ISA. In
+// place: the parameters, moments and maxima are read and written.
 #pragma GCC optimize ("fp-contract=off", "no-trapping-math")
 #include <stdint.h>
 #include <math.h>
@@ -48,27 +48,27 @@ static int hpusim_adam_find_vml(void) {
 // Element by element up to the square root, the square roots of the block, then the
 // update. R rounds an op's result to the storage dtype; LD/ST load and store it.
 #define ADAM_KERNEL(T, LD, ST, R, VML)                                                      \
-	const int small = fabsf(k->w1) < 0.5f;                                                 \
-	const float w1m1 = k->w1 - 1.0f;                                                       \
+	const int small = fabsf(k.w1) < 0.5f;                                                 \
+	const float w1m1 = k.w1 - 1.0f;                                                       \
 	float U[ADAM_BLOCK], PD[ADAM_BLOCK], MN[ADAM_BLOCK];                                   \
 	for (int64_t i0 = 0; i0 < n; i0 += ADAM_BLOCK) {                                       \
 		int nb = (int)(n - i0 < ADAM_BLOCK ? n - i0 : ADAM_BLOCK);                        \
 		for (int j = 0; j < nb; j++) {                                                    \
 			int64_t i = i0 + j;                                                           \
 			float g = LD(G[i]), p = LD(P[i]), m = LD(M[i]), v = LD(V[i]);                 \
-			if (k->maximize) g = -g;                                                      \
-			if (k->has_decay) p = R(p * k->decay);                                        \
-			if (k->has_l2) g = R(fmaf(p, k->l2, g));                                      \
-			m = small ? R(fmaf(k->w1, g - m, m)) : R(fmaf(w1m1, g - m, g));               \
-			v = R(v * k->b2);                                                             \
-			v = R(fmaf(k->c2 * g, g, v));                                                 \
+			if (k.maximize) g = -g;                                                      \
+			if (k.has_decay) p = R(p * k.decay);                                        \
+			if (k.has_l2) g = R(fmaf(p, k.l2, g));                                      \
+			m = small ? R(fmaf(k.w1, g - m, m)) : R(fmaf(w1m1, g - m, g));               \
+			v = R(v * k.b2);                                                             \
+			v = R(fmaf(k.c2 * g, g, v));                                                 \
 			float u = v;                                                                  \
-			if (k->amsgrad) {                                                             \
+			if (k.amsgrad) {                                                             \
 				u = adam_max(LD(MX[i]), v);                                               \
-				MXO[i] = ST(u);                                                           \
+				MX[i] = ST(u);                                                            \
 			}                                                                             \
-			MO[i] = ST(m);                                                                \
-			VO[i] = ST(v);                                                                \
+			M[i] = ST(m);                                                                 \
+			V[i] = ST(v);                                                                 \
 			U[j] = u;                                                                     \
 			PD[j] = p;                                                                    \
 			MN[j] = m;                                                                    \
@@ -79,24 +79,23 @@ static int hpusim_adam_find_vml(void) {
 			for (int j = 0; j < nb; j++) U[j] = sqrtf(U[j]);                              \
 		}                                                                                 \
 		for (int j = 0; j < nb; j++) {                                                    \
-			float d = R(R(R(U[j]) / k->bc2s) + k->eps);                                   \
-			PO[i0 + j] = ST(R(PD[j] + (k->neg_step * MN[j]) / d));                        \
+			float d = R(R(R(U[j]) / k.bc2s) + k.eps);                                   \
+			P[i0 + j] = ST(R(PD[j] + (k.neg_step * MN[j]) / d));                        \
 		}                                                                                 \
 	}
 
 #define ADAM_ID(x) (x)
 
-ADAM_CLONES static void hpusim_adam_torch_f32(const hpusim_adam_k *k, const float *P, const float *G,
-		const float *M, const float *V, const float *MX, float *PO,
-		float *MO, float *VO, float *MXO, int64_t n) {
+ADAM_CLONES static void hpusim_adam_torch_f32(const hpusim_adam_k *kp, float *restrict P, const float *restrict G,
+		float *restrict M, float *restrict V, float *restrict MX, int64_t n) {
+	const hpusim_adam_k k = *kp;
 	ADAM_KERNEL(float, ADAM_ID, ADAM_ID, ADAM_ID, 1)
 }
 
 // bfloat16: torch's bfloat16 sqrt widens to float32 and takes the exact square root.
-ADAM_CLONES static void hpusim_adam_torch_bf16(const hpusim_adam_k *k, const uint16_t *P,
-		const uint16_t *G, const uint16_t *M, const uint16_t *V,
-		const uint16_t *MX, uint16_t *PO, uint16_t *MO, uint16_t *VO,
-		uint16_t *MXO, int64_t n) {
+ADAM_CLONES static void hpusim_adam_torch_bf16(const hpusim_adam_k *kp, uint16_t *restrict P,
+		const uint16_t *restrict G, uint16_t *restrict M, uint16_t *restrict V, uint16_t *restrict MX, int64_t n) {
+	const hpusim_adam_k k = *kp;
 	ADAM_KERNEL(uint16_t, adam_bf2f, adam_f2bf, adam_r16, 0)
 }
 */
@@ -130,6 +129,17 @@ func adamTorchChunk(k *adamTorchConsts, o *adamTorchOperands, lo, hi int64) {
 	if o.p.DType == BFloat16 {
 		es = 2
 	}
+	// The kernel updates in place: an output that is not its input gets the input first.
+	bytes := func(t Tensor) []byte { return unsafe.Slice((*byte)(at(t.Ptr, lo*es)), int((hi-lo)*es)) }
+	pairs := [][2]Tensor{{o.po, o.p}, {o.mo, o.m}, {o.vo, o.v}}
+	if k.amsgrad {
+		pairs = append(pairs, [2]Tensor{o.mxo, o.mx})
+	}
+	for _, pr := range pairs {
+		if pr[0].Ptr != pr[1].Ptr {
+			copy(bytes(pr[0]), bytes(pr[1]))
+		}
+	}
 	ptr := func(t Tensor) unsafe.Pointer {
 		if t.Ptr == nil {
 			return nil
@@ -138,12 +148,10 @@ func adamTorchChunk(k *adamTorchConsts, o *adamTorchOperands, lo, hi int64) {
 	}
 	n := C.int64_t(hi - lo)
 	if es == 4 {
-		C.hpusim_adam_torch_f32(&ck, (*C.float)(ptr(o.p)), (*C.float)(ptr(o.g)), (*C.float)(ptr(o.m)),
-			(*C.float)(ptr(o.v)), (*C.float)(ptr(o.mx)), (*C.float)(ptr(o.po)), (*C.float)(ptr(o.mo)),
+		C.hpusim_adam_torch_f32(&ck, (*C.float)(ptr(o.po)), (*C.float)(ptr(o.g)), (*C.float)(ptr(o.mo)),
 			(*C.float)(ptr(o.vo)), (*C.float)(ptr(o.mxo)), n)
 		return
 	}
-	C.hpusim_adam_torch_bf16(&ck, (*C.uint16_t)(ptr(o.p)), (*C.uint16_t)(ptr(o.g)), (*C.uint16_t)(ptr(o.m)),
-		(*C.uint16_t)(ptr(o.v)), (*C.uint16_t)(ptr(o.mx)), (*C.uint16_t)(ptr(o.po)), (*C.uint16_t)(ptr(o.mo)),
+	C.hpusim_adam_torch_bf16(&ck, (*C.uint16_t)(ptr(o.po)), (*C.uint16_t)(ptr(o.g)), (*C.uint16_t)(ptr(o.mo)),
 		(*C.uint16_t)(ptr(o.vo)), (*C.uint16_t)(ptr(o.mxo)), n)
 }
