@@ -55,15 +55,14 @@ type gbSide struct {
 	sb, rs, cs int64
 }
 
-func (s gbSide) at(bi int) unsafe.Pointer { return at(s.ptr, int64(bi)*s.sb*2) }
-
 // bgemmBF16Blocked computes batch products of the bfloat16 3-D a and b: with direct,
 // out = alpha*a@b + beta*self rounded into out; otherwise cbuf[bi] (M×N, dense float32) =
 // a[bi]@b[bi]. The kernel reads its A operand in place when that is row-major with even
 // k (only B is packed); when b's columns are the ones with contiguous k (F.linear's
 // weight) and a's are not, or a is the larger, it computes the transposed product
 // b^T@a^T instead, storing each tile transposed, so that the operand packed is the one
-// that needs it, or the smaller.
+// that needs it, or the smaller. The whole call is one cgo call whose parts run on the C
+// team (cteam.go); the split is decided here, from the sizes and Workers() alone.
 func bgemmBF16Blocked(out, a, b Tensor, self *Tensor, alpha, beta float64, direct bool, cbuf []float32) {
 	B, M, K, N := int(a.Sizes[0]), int(a.Sizes[1]), int(a.Sizes[2]), int(b.Sizes[2])
 	ka := gbSide{a.Ptr, a.Strides[0], a.Strides[1], a.Strides[2]}
@@ -85,129 +84,55 @@ func bgemmBF16Blocked(out, a, b Tensor, self *Tensor, alpha, beta float64, direc
 	if aIn {
 		aLen = 0
 	}
-	epi := func(bi int) gbEpilogue {
-		if !direct {
-			return gbEpilogue{c: unsafe.Pointer(&cbuf[bi*M*N]), ldc: int64(N), alpha: 1, beta: 0, trans: trans}
-		}
-		e := gbEpilogue{o: at(out.Ptr, int64(bi)*out.Strides[0]*2), ldo: out.Strides[1], alpha: float32(alpha),
-			beta: float32(beta), trans: trans}
+	var p [gbtNParams]int64
+	p[gbtB], p[gbtM], p[gbtN], p[gbtK], p[gbtRows], p[gbtCols] = int64(B), int64(M), int64(N), int64(K), int64(m), int64(n)
+	p[gbtASB], p[gbtARS], p[gbtACS], p[gbtAIn] = ka.sb, ka.rs, ka.cs, b2i(aIn)
+	p[gbtBSB], p[gbtBRS], p[gbtBCS], p[gbtTrans] = kb.sb, kb.rs, kb.cs, b2i(trans)
+	var o, s unsafe.Pointer
+	if direct {
+		o, p[gbtOSB], p[gbtLDO] = out.Ptr, out.Strides[0], out.Strides[1]
 		if self != nil {
-			e.s, e.lds = at(self.Ptr, int64(bi)*self.Strides[0]*2), self.Strides[1]
+			s, p[gbtSSB], p[gbtLDS] = self.Ptr, self.Strides[0], self.Strides[1]
 		}
-		return e
+	} else {
+		alpha, beta = 1, 0
 	}
-	// run computes panels [p0,p1)×[q0,q1) of batch bi in k blocks.
-	run := func(pa, pb []uint16, bi, p0, p1, q0, q1 int) {
-		e := epi(bi)
-		ap, lda := unsafe.Pointer(unsafe.SliceData(pa)), int64(0)
-		if aIn {
-			ap, lda = ka.at(bi), ka.rs
-		}
-		for kk0 := 0; kk0 < k2; kk0 += gbKC2 {
-			e.add = kk0 > 0
-			gbTiles(ap, lda, pb, m, n, K, p0, p1, q0, q1, kk0, min(kk0+gbKC2, k2), &e)
-		}
-	}
-	packA := func(dst []uint16, bi, p0, p1 int) { gbPackA(dst, ka.at(bi), ka.rs, ka.cs, m, K, p0, p1) }
-	packB := func(dst []uint16, bi, q0, q1 int) { gbPackB(dst, kb.at(bi), kb.rs, kb.cs, K, n, q0, q1) }
 	work := float64(M) * float64(N) * float64(K)
 	w := Workers()
+	p[gbtWorkers] = int64(w)
+	parts := 1 // scratch sets
+	split := false
 	if B > 1 && (work < blasSplitMin || w < 2) {
-		// Small products (attention's per-head matmuls): whole batches per worker.
-		ParallelFor(int64(B), int64(max(work/8, 1)), func(lo, hi int64) {
-			fa, pa := bf16Scratch(aLen)
-			defer putF32(fa)
-			fb, pb := bf16Scratch(bLen)
-			defer putF32(fb)
-			for bi := int(lo); bi < int(hi); bi++ {
-				if !aIn && (bi == int(lo) || ka.sb != 0) { // a broadcast operand is packed once
-					packA(pa, bi, 0, mp)
-				}
-				if bi == int(lo) || kb.sb != 0 {
-					packB(pb, bi, 0, np)
-				}
-				run(pa, pb, bi, 0, mp, 0, np)
-			}
-		})
-		return
-	}
-	fa, pa := bf16Scratch(aLen)
-	defer putF32(fa)
-	fb, pb := bf16Scratch(bLen)
-	defer putF32(fb)
-	parallel := work >= blasSplitMin && w >= 2
-	for bi := 0; bi < B; bi++ {
-		needA, needB := !aIn && (bi == 0 || ka.sb != 0), bi == 0 || kb.sb != 0
-		if !parallel {
-			if needA {
-				packA(pa, bi, 0, mp)
-			}
-			if needB {
-				packB(pb, bi, 0, np)
-			}
-			run(pa, pb, bi, 0, mp, 0, np)
-			continue
+		// Small products (attention's per-head matmuls): whole batches per part, as
+		// ParallelFor would chunk them, each part with its own scratch.
+		per := B
+		if cost := int64(max(work/8, 1)); w > 1 && int64(B)*cost >= 2*Grain {
+			chunks := min(w, B)
+			per = (B + chunks - 1) / chunks
 		}
+		p[gbtBatchPer], parts = int64(per), (B+per-1)/per
+		split = parts > 1
+	} else if work >= blasSplitMin && w >= 2 {
 		// Columns split when there are enough B panels (each part then streams all of A,
 		// which stays in cache, past its own B panels); rows otherwise.
 		byCols := np >= 2*w
-		// Split by columns, every part packs its own B panels just before it uses them:
-		// no pass over B and no wait between packing and computing, and the panels are
-		// still in the core's L2 when its tiles read them. Only what every part reads
-		// (A, or B of a split by rows) is packed first, by all the workers.
-		ownB := byCols && needB
-		if needA || (needB && !ownB) {
-			gbPackParallel(w, needA, needB && !ownB, mp, np, func(p0, p1 int) { packA(pa, bi, p0, p1) },
-				func(q0, q1 int) { packB(pb, bi, q0, q1) })
-		}
 		total := mp
 		if byCols {
 			total = np
 		}
-		parts := min(total, 2*w)
-		per := (total + parts - 1) / parts
-		parts = (total + per - 1) / per
-		RunParts(parts, func(pi int) {
-			lo, hi := pi*per, min((pi+1)*per, total)
-			if byCols {
-				if ownB {
-					packB(pb, bi, lo, hi)
-				}
-				run(pa, pb, bi, 0, mp, lo, hi)
-			} else {
-				run(pa, pb, bi, lo, hi, 0, np)
-			}
-		})
+		tparts := min(total, 2*w)
+		p[gbtParallel], p[gbtByCols], p[gbtTilePer] = 1, b2i(byCols), int64((total+tparts-1)/tparts)
+		split = true
 	}
-}
-
-// gbPackParallel packs A's mp and B's np panels (those needed) in about 2*w parts of
-// similar size.
-func gbPackParallel(w int, needA, needB bool, mp, np int, packA, packB func(lo, hi int)) {
-	type span struct {
-		b      bool
-		lo, hi int
-	}
-	var spans []span
-	split := func(isB bool, n, size int) {
-		// Parts of about (total packed)/(2w) elements.
-		per := max(1, int(int64(mp*gbMR)*b2i(needA)+int64(np*gbNR)*b2i(needB))/(2*w)/size)
-		for lo := 0; lo < n; lo += per {
-			spans = append(spans, span{isB, lo, min(lo+per, n)})
-		}
-	}
-	if needA {
-		split(false, mp, gbMR)
-	}
-	if needB {
-		split(true, np, gbNR)
-	}
-	RunParts(len(spans), func(i int) {
-		s := spans[i]
-		if s.b {
-			packB(s.lo, s.hi)
-		} else {
-			packA(s.lo, s.hi)
-		}
+	p[gbtPALen], p[gbtPBLen] = int64(aLen), int64(bLen)
+	fa, pa := bf16Scratch(parts * aLen)
+	defer putF32(fa)
+	fb, pb := bf16Scratch(parts * bLen)
+	defer putF32(fb)
+	err := runTeam(split, func(threads int) int {
+		return gbTeam(threads, &p, ka.ptr, kb.ptr, pa, pb, cbuf, o, s, float32(alpha), float32(beta))
 	})
+	if err != nil {
+		panic(err) // the kernel's parts report no error; a code here is a bug
+	}
 }

@@ -23,6 +23,9 @@
 
 enum { GB_MR = 6, GB_NR = 64 };
 
+// The most k pairs one pass sums in registers (gbKC2 of gemm_bf16_blocked.go).
+enum { GB_KC2 = 1024 };
+
 // What a tile does with its sums.
 typedef struct {
 	float *c;          // float32 result (o == NULL): c[i*ldc + j]

@@ -11,8 +11,38 @@ const (
 	gbNR = 64
 )
 
-func gbPackA(dst []uint16, a unsafe.Pointer, rs, cs int64, m, k, p0, p1 int) { panic(noDotKernel) }
-func gbPackB(dst []uint16, b unsafe.Pointer, rs, cs int64, k, n, q0, q1 int) { panic(noDotKernel) }
-func gbTiles(pa unsafe.Pointer, lda int64, pb []uint16, m, n, k, p0, p1, q0, q1, kk0, kk1 int, e *gbEpilogue) {
+// hpusim_gb_team's parameter indices (gemm_bf16_blocked_cgo.go), so that
+// bgemmBF16Blocked compiles.
+const (
+	gbtB = iota
+	gbtM
+	gbtN
+	gbtK
+	gbtRows
+	gbtCols
+	gbtASB
+	gbtARS
+	gbtACS
+	gbtAIn
+	gbtBSB
+	gbtBRS
+	gbtBCS
+	gbtOSB
+	gbtLDO
+	gbtSSB
+	gbtLDS
+	gbtTrans
+	gbtPALen
+	gbtPBLen
+	gbtBatchPer
+	gbtParallel
+	gbtByCols
+	gbtTilePer
+	gbtWorkers
+	gbtNParams
+)
+
+func gbTeam(threads int, p *[gbtNParams]int64, a, b unsafe.Pointer, pa, pb []uint16, c []float32, o, s unsafe.Pointer,
+	alpha, beta float32) int {
 	panic(noDotKernel)
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 )
 
 // Two-worker diagnostics of the bfloat16 blocked GEMM (go test -tags gbprobe ./kernels
@@ -66,89 +65,30 @@ func quantiles(ts []time.Duration) string {
 	return fmt.Sprintf("min %v p10 %v p25 %v median %v", ts[0], ts[len(ts)/10], ts[len(ts)/4], ts[len(ts)/2])
 }
 
-// TestGemmBF16Team times the product on two workers as BatchedGemm runs it (Go pool, one
-// cgo call per part) against the same parts on a C pthread team started from one cgo
-// call, alternating rounds, and checks the two results are bit-identical.
+// TestGemmBF16Team times BatchedGemm's square product (C team, one cgo call) and reports
+// each thread's CPU time per call, to see how many threads a call keeps busy.
 func TestGemmBF16Team(t *testing.T) {
 	size, rounds := gbProbeEnv("GBPROBE_SIZE", 512), gbProbeEnv("GBPROBE_ROUNDS", 10)
 	calls := max(4, 20_000_000/(size*size))
 	r := rand.New(rand.NewSource(1))
 	s := int64(size)
 	a, b := bf16View(r, 1, s, s, bf16Layout{}), bf16View(r, 1, s, s, bf16Layout{})
-	outGo, outTeam := bf16View(r, 1, s, s, bf16Layout{}), bf16View(r, 1, s, s, bf16Layout{})
-	np := (size + gbNR - 1) / gbNR
-	pb := make([]uint16, np*gbNR*((size+1)/2)*2)
-	teamStart(1)
+	out := bf16View(r, 1, s, s, bf16Layout{})
 	prev := SetThreads(2)
 	defer SetThreads(prev)
-	var tGo, tTeam []time.Duration
-	var cpuGo, cpuTeam string
+	var ts []time.Duration
+	var cpu string
 	for round := 0; round < rounds; round++ {
 		s0 := threadRunNs()
 		for i := 0; i < calls; i++ {
 			t0 := time.Now()
-			if err := BatchedGemm(outGo, a, b, nil, 1, 0); err != nil {
+			if err := BatchedGemm(out, a, b, nil, 1, 0); err != nil {
 				t.Fatal(err)
 			}
-			tGo = append(tGo, time.Since(t0))
+			ts = append(ts, time.Since(t0))
 		}
-		s1 := threadRunNs()
-		for i := 0; i < calls; i++ {
-			t0 := time.Now()
-			teamGemm(a.Ptr, b.Ptr, outTeam.Ptr, pb, size, min(np, 2*Workers()))
-			tTeam = append(tTeam, time.Since(t0))
-		}
-		s2 := threadRunNs()
-		cpuGo, cpuTeam = runPerCall(s0, s1, calls), runPerCall(s1, s2, calls)
+		cpu = runPerCall(s0, threadRunNs(), calls)
 	}
-	n := size * size
-	got, want := unsafe.Slice((*uint16)(outTeam.Ptr), n), unsafe.Slice((*uint16)(outGo.Ptr), n)
-	if !slices.Equal(got, want) {
-		t.Fatal("the C team's product differs from BatchedGemm's")
-	}
-	t.Logf("%d^3, GOMAXPROCS %d, %d calls each", size, runtime.GOMAXPROCS(0), len(tGo))
-	t.Logf("Go pool: %s; last round %s", quantiles(tGo), cpuGo)
-	t.Logf("C team:  %s; last round %s", quantiles(tTeam), cpuTeam)
-}
-
-// TestGemmBF16StageCPU runs the same column parts on one worker and on two (alternating)
-// and sums each part's thread CPU time for packing and for the tiles, measured inside C:
-// if running both cores at once slowed a core down (shared cache or memory bandwidth),
-// the two-worker sums would be the larger. Thread CPU time does not count the time a
-// thread is descheduled, so this holds on a busy machine.
-func TestGemmBF16StageCPU(t *testing.T) {
-	size, rounds := gbProbeEnv("GBPROBE_SIZE", 512), gbProbeEnv("GBPROBE_ROUNDS", 40)
-	r := rand.New(rand.NewSource(1))
-	s := int64(size)
-	a, b, out := bf16View(r, 1, s, s, bf16Layout{}), bf16View(r, 1, s, s, bf16Layout{}), bf16View(r, 1, s, s, bf16Layout{})
-	np := (size + gbNR - 1) / gbNR
-	pb := make([]uint16, np*gbNR*((size+1)/2)*2)
-	parts := gbProbeEnv("GBPROBE_PARTS", min(np, 4))
-	per := (np + parts - 1) / parts
-	parts = (np + per - 1) / per
-	pack, tiles := map[int][]float64{}, map[int][]float64{}
-	for round := 0; round < rounds; round++ {
-		for _, w := range []int{1, 2} {
-			prev := SetThreads(w)
-			ts := make([][6]int64, parts)
-			RunParts(parts, func(pi int) {
-				ts[pi] = teamTimedPart(a.Ptr, b.Ptr, out.Ptr, pb, size, pi*per, min((pi+1)*per, np))
-			})
-			SetThreads(prev)
-			var p, tl float64
-			for _, x := range ts {
-				p += float64(x[2]-x[0]) / 1e3
-				tl += float64(x[4]-x[2]) / 1e3
-			}
-			pack[w], tiles[w] = append(pack[w], p), append(tiles[w], tl)
-		}
-	}
-	q := func(xs []float64) string {
-		slices.Sort(xs)
-		return fmt.Sprintf("min %.0f p25 %.0f median %.0f", xs[0], xs[len(xs)/4], xs[len(xs)/2])
-	}
-	for _, w := range []int{1, 2} {
-		t.Logf("%d^3, %d parts, %d worker(s): thread CPU us summed over parts: packing %s; tiles %s", size, parts, w,
-			q(pack[w]), q(tiles[w]))
-	}
+	t.Logf("%d^3, GOMAXPROCS %d, %d calls", size, runtime.GOMAXPROCS(0), len(ts))
+	t.Logf("BatchedGemm: %s; last round %s", quantiles(ts), cpu)
 }

@@ -74,7 +74,9 @@ func blasGemmThreaded[T gemmFloat](w int, tA, tB bool, m, n, k int, alpha T, a u
 		return false
 	}
 	defer blasMu.Unlock()
-	// hpusim's idle workers park instead of spinning into OpenBLAS's threads.
+	// hpusim's idle workers (the pool's and the C team's) park instead of spinning into
+	// OpenBLAS's threads.
+	hushTeam()
 	workPool.hush.Store(true)
 	defer workPool.hush.Store(false)
 	C.openblas_set_num_threads(C.int(w))

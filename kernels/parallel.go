@@ -204,6 +204,7 @@ func (j *poolJob) runPart(i int) {
 type pool struct {
 	busy    atomic.Bool // a RunParts call owns the helpers
 	hush    atomic.Bool // park now: OpenBLAS's threads need the cores (blasGemmThreaded)
+	away    atomic.Bool // park now: a C team job has the cores (runTeam); the next job clears it
 	seq     atomic.Uint64
 	job     atomic.Pointer[poolJob]
 	at      atomic.Int64 // when the last job was published (monoNow)
@@ -269,6 +270,8 @@ func (p *pool) publish(j *poolJob) {
 		go p.serve(h, p.seq.Load())
 	}
 	p.mu.Unlock()
+	p.away.Store(false)
+	hushTeam()
 	p.job.Store(j)
 	p.at.Store(monoNow())
 	p.seq.Add(1)
@@ -304,7 +307,7 @@ func (p *pool) await(h *poolHelper, seen uint64) uint64 {
 		if i&255 != 255 && budget > 0 {
 			continue
 		}
-		if time.Since(start) >= budget || p.hush.Load() {
+		if time.Since(start) >= budget || p.hush.Load() || p.away.Load() {
 			// Park. publish stores seq before it looks at parked, and we set parked
 			// before we look at seq again, so one of us sees the other: no lost wake-up.
 			h.parked.Store(true)
