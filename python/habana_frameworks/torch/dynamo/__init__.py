@@ -35,6 +35,10 @@ def _register_all() -> None:
             from . import trace_rules  # noqa: F401
         except ImportError as e:  # dynamo's internals moved: compile still works without them
             warnings.warn(f"hpusim: dynamo trace rules for torch.hpu not installed: {e!r}")
+        try:
+            from . import optimizer_steps  # noqa: F401
+        except (ImportError, AttributeError) as e:  # dynamo's internals moved
+            warnings.warn(f"hpusim: dynamo optimizer step-count rule not installed: {e!r}")
 
 
 def _dynamo_loaded() -> bool:
