@@ -50,7 +50,10 @@ def _run(fn, x, w, b, *, grad=True, tol=None, ref64=False):
         for c, h, r in zip(got_c, got_h, ref):
             ec = (c.double() - r).abs().max().item()
             eh = (h.double() - r).abs().max().item()
-            assert eh <= 1.5 * ec + 1e-6, (eh, ec)
+            # A few float32 ulps of the largest value on top: with one random sample CPU's
+            # error can be the lucky one (seen: 1.8e-5 vs 1.1e-5 on outputs of ~30).
+            ulps = 4 * torch.finfo(torch.float32).eps * r.abs().max().item()
+            assert eh <= 1.5 * ec + 1e-6 + ulps, (eh, ec, ulps)
     else:
         for c, h in zip(got_c, got_h):
             torch.testing.assert_close(h, c, **kw) if c.dtype.is_floating_point else torch.testing.assert_close(h, c, rtol=0, atol=0)
@@ -160,7 +163,7 @@ def test_r3d_18_trains_without_fallback():
     tv = pytest.importorskip("torchvision.models.video")
     torch.manual_seed(0)
     mc = tv.r3d_18(num_classes=4).train()
-    x = torch.randn(2, 3, 2, 8, 8)
+    x = torch.randn(2, 3, 2, 32, 32)  # 32x32: layer4's batch norm sees 8 values, not 2
     grads = {}
     for name, dev, dt in (("f64", "cpu", torch.float64), ("cpu", "cpu", torch.float32), ("hpu", "hpu", torch.float32)):
         m = copy.deepcopy(mc).to(dev, dt).to(memory_format=torch.channels_last_3d).train()
@@ -169,7 +172,16 @@ def test_r3d_18_trains_without_fallback():
         if dev == "hpu":
             assert _fallbacks() == before, fallback.counts()
         grads[name] = [p.grad.detach().cpu().double() for p in m.parameters()]
+    judged = 0
     for (pname, _), r, c, h in zip(mc.named_parameters(), grads["f64"], grads["cpu"], grads["hpu"]):
         scale = r.abs().max().item() + 1e-30
         ec, eh = (c - r).abs().max().item() / scale, (h - r).abs().max().item() / scale
-        assert eh <= 8 * ec + 1e-6, (pname, eh, ec)
+        assert torch.isfinite(h).all(), pname
+        # At 8x8 frames batch norm over 2 values per channel made every gradient rounding
+        # noise (CPU float32 missed float64 by 5-290%, by how much depending on its thread
+        # count). A ReLU input that rounds to the other side of 0 can still make one
+        # gradient noise: judge the parameters whose CPU float32 gradient is a usable reference.
+        if ec < 1e-2:
+            judged += 1
+            assert eh <= 8 * ec + 1e-5, (pname, eh, ec)
+    assert judged >= 50, judged
