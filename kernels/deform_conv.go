@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // The sampling halves of torchvision::deform_conv2d (and its backward), which Gaudi runs on
@@ -214,7 +215,7 @@ func DeformCol2imCoord(goffset, gmask, gcols, in, offset, mask Tensor, p DeformP
 	if err != nil {
 		return err
 	}
-	if !sameSizes(goffset.Sizes, offset.Sizes) || (p.UseMask && !sameSizes(gmask.Sizes, mask.Sizes)) {
+	if !slices.Equal(goffset.Sizes, offset.Sizes) || (p.UseMask && !slices.Equal(gmask.Sizes, mask.Sizes)) {
 		return fmt.Errorf("deform_col2im_coord: gradients %v %v for offset %v mask %v", goffset.Sizes, gmask.Sizes, offset.Sizes, mask.Sizes)
 	}
 	ts := []Tensor{goffset}
@@ -230,18 +231,6 @@ func DeformCol2imCoord(goffset, gmask, gcols, in, offset, mask Tensor, p DeformP
 		deformCol2imCoord[float32](goffset, gmask, gcols, in, offset, mask, p, s)
 	}
 	return nil
-}
-
-func sameSizes(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // deformCoordWeight is the derivative of the bilinear sample at (y, x) along y (or x).
