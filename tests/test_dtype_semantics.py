@@ -122,6 +122,15 @@ OUT_RESIZE = {
     "exp": lambda x, out: torch.exp(x, out=out),
     "sum dim": lambda x, out: torch.sum(x, 0, out=out),
     "mean dim": lambda x, out: torch.mean(x, 1, out=out),
+    # The matrix products: one warning each, as on CPU (not one more from a meta check).
+    "mm": lambda x, out: torch.mm(x, x.t(), out=out),
+    "bmm": lambda x, out: torch.bmm(x[None], x.t()[None], out=out),
+    "matmul": lambda x, out: torch.matmul(x, x.t(), out=out),
+    "addmm": lambda x, out: torch.addmm(x[:, 0], x, x.t(), out=out),
+    "baddbmm": lambda x, out: torch.baddbmm(x[:, 0], x[None], x.t()[None], out=out),
+    "mv": lambda x, out: torch.mv(x, x[0], out=out),
+    "addmv": lambda x, out: torch.addmv(x[:, 0], x, x[0], out=out),
+    "dot": lambda x, out: torch.dot(x[0], x[1], out=out),
 }
 
 

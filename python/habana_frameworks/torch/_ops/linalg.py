@@ -10,10 +10,13 @@ integers (exact loops, kernels/gemm_int.go) run natively; bool goes to the CPU f
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from .. import _native
 from .registry import NotNative, native
+from .out_resize import resize_out as _resize_out_warn
 
 aten = torch.ops.aten
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
@@ -99,11 +102,20 @@ def _check_dtypes(*ts: torch.Tensor, op: str = "") -> None:
             raise NotNative
 
 
+def _meta_out(op, *args, **kwargs):
+    """op's out= checks on meta twins, without the meta resize's warning: the real out=
+    is resized (and warned about, once) by resize_out."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="An output with one or more elements was resized")
+        return op(*args, **kwargs)
+
+
 def resize_out(out: torch.Tensor, m) -> torch.Tensor:
-    """Resize an out= tensor to m's shape (a meta kernel's result or a torch.Size)."""
+    """Resize an out= tensor to m's shape (a meta kernel's result or a torch.Size), with
+    CPU's deprecation warning when it had elements (out_resize's one rule)."""
     shape = m if isinstance(m, torch.Size) else m.shape
     if out.shape != shape:
-        out.resize_(shape)
+        _resize_out_warn(out, shape)
     return out
 
 
@@ -174,7 +186,7 @@ def mm(self, mat2, *, out=None):
         shape = (self.shape[0], mat2.shape[1])
     else:
         _mm_checks(self, mat2, out)
-        m = aten.mm(meta(self), meta(mat2)) if out is None else aten.mm.out(meta(self), meta(mat2), out=meta(out))
+        m = aten.mm(meta(self), meta(mat2)) if out is None else _meta_out(aten.mm.out, meta(self), meta(mat2), out=meta(out))
         shape = m.shape
     out = _new_out(out, shape, d, self.device)
     gemm(out.unsqueeze(0), self.unsqueeze(0), mat2.unsqueeze(0))
@@ -207,7 +219,7 @@ def bmm(self, mat2, *, out=None):
         _out_dtype_check(out, mat2.dtype)  # CPU's result takes batch2's dtype
         if mat2.dtype != d:
             raise RuntimeError(f"expected scalar type {_tn(d)} but found {_tn(mat2.dtype)}")
-        m = aten.bmm(meta(self), meta(mat2)) if out is None else aten.bmm.out(meta(self), meta(mat2), out=meta(out))
+        m = aten.bmm(meta(self), meta(mat2))  # out='s checks are above (bmm's C++ meta would warn after we return)
         _check_dtypes(self, mat2)
         shape = m.shape
     out = _new_out(out, shape, d, self.device)
@@ -254,7 +266,7 @@ def addmm(self, mat1, mat2, *, beta=1, alpha=1, out=None):
         _addmm_checks(self, mat1, mat2, out)
         args = (meta(self), meta(mat1), meta(mat2))
         m = aten.addmm(*args, beta=beta, alpha=alpha) if out is None else \
-            aten.addmm.out(*args, beta=beta, alpha=alpha, out=meta(out))
+            _meta_out(aten.addmm.out, *args, beta=beta, alpha=alpha, out=meta(out))
         _check_dtypes(self, mat1, mat2, op="addmm")
         shape = m.shape
     a, b = _scalar(alpha), _scalar(beta)
@@ -303,7 +315,7 @@ def baddbmm(self, batch1, batch2, *, beta=1, alpha=1, out=None):
         _baddbmm_checks(self, batch1, batch2, out)
         args = (meta(self), meta(batch1), meta(batch2))
         m = aten.baddbmm(*args, beta=beta, alpha=alpha) if out is None else \
-            aten.baddbmm.out(*args, beta=beta, alpha=alpha, out=meta(out))
+            _meta_out(aten.baddbmm.out, *args, beta=beta, alpha=alpha, out=meta(out))
         _check_dtypes(self, batch1, batch2)
         shape = m.shape
     out = _new_out(out, shape, batch1.dtype, batch1.device)
@@ -362,7 +374,7 @@ def dot(self, tensor, *, out=None):
                                f"[{tensor.numel()}] to have the same number of elements, but got "
                                f"{self.numel()} and {tensor.numel()} elements respectively")
         if out is not None:  # the out= checks and resize warning
-            aten.dot.out(meta(self), meta(tensor), out=meta(out))
+            _meta_out(aten.dot.out, meta(self), meta(tensor), out=meta(out))
     out = _new_out(out, (), d, self.device)
     gemm(out.view(1, 1, 1), self.view(1, 1, -1),
          tensor.unsqueeze(0).unsqueeze(-1))
