@@ -13,6 +13,10 @@ from . import step_closure  # noqa: F401
 if not hasattr(torch, "hpu"):
     torch._register_device_module("hpu", hpu)
 
+from habana_frameworks.torch.hpu import accelerator as _accelerator  # noqa: E402
+
+_accelerator.install()  # torch.accelerator is hpu, as on Gaudi (unless CUDA works)
+
 os.environ.setdefault("HABANA_PROFILE", "profile_api_light")
 
 
