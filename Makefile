@@ -10,7 +10,7 @@ export GOFLAGS ?= -mod=mod
 # Use both cores for the build and for pytest workers.
 JOBS ?= 2
 
-.PHONY: bench-graphs all setup system-deps venv build develop train test test-go test-py bench clean
+.PHONY: bench-graphs all setup system-deps system-hl-smi venv build develop train test test-go test-py bench clean
 
 all: build
 
@@ -37,12 +37,29 @@ build: system-deps venv
 	go mod download
 	$(PY) setup.py -q build_native
 	$(PIP) install -q --no-build-isolation --no-deps .
+	$(MAKE) --no-print-directory system-hl-smi
+
+# On Gaudi hl-smi is a system program, and optimum-habana runs it as `subprocess.run("hl-smi",
+# shell=True, env={"ENABLE_CONSOLE": "true"})`: /bin/sh with no PATH searches its default,
+# /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin (a PATH-less exec without a
+# shell searches os.defpath, /bin:/usr/bin). /usr/local/bin is where locally installed programs
+# go, so the venv's hl-smi gets a link there, unless that shell already finds another hl-smi.
+system-hl-smi:
+	@found="$$(env -i /bin/sh -c 'command -v hl-smi' || true)"; \
+	if [ -n "$$found" ] && [ "$$(readlink -f "$$found")" != "$$(readlink -f $(VENV)/bin/hl-smi)" ] && [ "$$found" != /usr/local/bin/hl-smi ]; then \
+		echo "hl-smi: $$found already serves PATH-less shells; not linking"; \
+	elif [ -w /usr/local/bin ]; then \
+		ln -sfn "$(abspath $(VENV))/bin/hl-smi" /usr/local/bin/hl-smi; \
+	else \
+		echo "hl-smi: /usr/local/bin is not writable; PATH-less shells (optimum-habana) will not find hl-smi"; \
+	fi
 
 # Editable install for working on the package (`pip list` then ends the line with a path).
 develop: system-deps venv
 	go mod download
 	$(PY) setup.py -q build_native
 	$(PIP) install -q --no-build-isolation --no-deps -e .
+	$(MAKE) --no-print-directory system-hl-smi
 
 setup: build
 
