@@ -1,0 +1,150 @@
+"""torch.ops.hpu ops vLLM's Gaudi path calls that came later than test_clients_vllm_ops.py's:
+softmax_fa2 (unified attention's online softmax step), compared with the float64 math written
+out, eagerly, chained over key chunks, with fp8 scores, under torch.compile(backend="hpu_backend"),
+and in Gaudi3's cache-line layout of the row statistics."""
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import habana_frameworks.torch  # noqa: F401
+
+HPU = "hpu"
+
+
+def _fa2_ref(x, m_in, l_in):
+    """float64: (exp(x - M), M, fixup * L + rowsum, fixup) with M = max(m_in, rowmax)."""
+    x, m_in, l_in = x.double(), m_in.double(), l_in.double()
+    m = torch.maximum(m_in, x.amax(-1))
+    e = torch.exp(x - m.unsqueeze(-1))
+    fix = torch.exp(m_in - m)
+    return e, m, fix * l_in + e.sum(-1), fix
+
+
+def _case(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g) * 3
+    m_in = torch.randn(shape[:-1], generator=g)
+    l_in = torch.rand(shape[:-1], generator=g) * 5
+    return x, m_in, l_in
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(5, 7), (2, 3, 4, 9)])
+def test_softmax_fa2_matches_float64(dtype, shape):
+    x, m_in, l_in = (t.to(dtype) for t in _case(shape, seed=len(shape)))
+    res, m, l, fix = torch.ops.hpu.softmax_fa2(x.to(HPU), inputM=m_in.to(HPU), inputL=l_in.to(HPU))
+    ref = _fa2_ref(x, m_in, l_in)
+    assert res.dtype == dtype and res.shape == x.shape and m.shape == l.shape == fix.shape == x.shape[:-1]
+    tol = dict(atol=1e-6, rtol=1e-6) if dtype == torch.float32 else dict(atol=1e-2, rtol=8e-3)
+    for got, want in zip((res, m, l, fix), ref):
+        assert got.device.type == HPU and got.dtype == dtype
+        torch.testing.assert_close(got.cpu().double(), want, **tol)
+    # the results round once from float32: bit-equal to the float64 result rounded to dtype
+    # wherever float32 itself is exact enough (the max is exact)
+    assert torch.equal(m.cpu(), ref[1].to(dtype))
+
+
+def test_softmax_fa2_first_step_from_empty_statistics():
+    x = _case((4, 6), seed=3)[0]
+    m0 = torch.full((4,), -math.inf)
+    l0 = torch.zeros(4)
+    res, m, l, fix = torch.ops.hpu.softmax_fa2(x.to(HPU), m0.to(HPU), l0.to(HPU))
+    torch.testing.assert_close(fix.cpu(), torch.zeros(4))
+    torch.testing.assert_close((res / l.unsqueeze(-1)).cpu().double(), torch.softmax(x.double(), -1),
+                               atol=1e-6, rtol=1e-6)
+
+
+def test_softmax_fa2_chunks_give_flash_attention():
+    # online softmax over key chunks, as flash attention 2: rescale the accumulator by fixup
+    g = torch.Generator().manual_seed(5)
+    q, k, v = torch.randn(6, 8, generator=g), torch.randn(20, 8, generator=g), torch.randn(20, 4, generator=g)
+    scores = (q @ k.T).to(HPU)
+    vh = v.to(HPU)
+    m = torch.full((6,), -math.inf, device=HPU)
+    l = torch.zeros(6, device=HPU)
+    acc = torch.zeros(6, 4, device=HPU)
+    for lo in range(0, 20, 7):
+        p, m, l, fix = torch.ops.hpu.softmax_fa2(scores[:, lo:lo + 7].contiguous(), inputM=m, inputL=l)
+        acc = acc * fix.unsqueeze(-1) + p @ vh[lo:lo + 7]
+    out = (acc / l.unsqueeze(-1)).cpu().double()
+    ref = torch.softmax(q.double() @ k.double().T, -1) @ v.double()
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("experimental_mode", [False, True])
+def test_softmax_fa2_fp8_scores(experimental_mode):
+    x, m_in, l_in = _case((4, 16), seed=7)
+    descale = torch.tensor([0.5])
+    x8 = (x / 0.5).to(torch.float8_e4m3fn)
+    m_in, l_in = m_in.bfloat16(), l_in.bfloat16()
+    res, m, l, fix = torch.ops.hpu.softmax_fa2(x8.to(HPU), inputM=m_in.to(HPU), inputL=l_in.to(HPU),
+                                               experimental_mode=experimental_mode, descale=descale.to(HPU))
+    assert res.dtype == torch.float8_e4m3fn and m.dtype == l.dtype == fix.dtype == torch.bfloat16
+    xd = (x8.double() * 0.5).to(torch.bfloat16).double()  # cast_from_fp8 to bfloat16
+    e, m_ref, l_ref, fix_ref = _fa2_ref(xd, m_in, l_in)
+    top = 448.0 if experimental_mode else 240.0
+    scale = 2.0 ** math.floor(math.log2(top / float(e.max())))
+    torch.testing.assert_close(res.cpu().double(), (e * scale).to(torch.float8_e4m3fn).double(),
+                               atol=2.0 ** -9, rtol=0.13)  # at most one fp8 step apart
+    assert float(res.cpu().double().max()) <= top
+    torch.testing.assert_close(m.cpu().double(), m_ref, atol=1e-2, rtol=8e-3)
+    torch.testing.assert_close(l.cpu().double(), l_ref, atol=1e-2, rtol=8e-3)
+    torch.testing.assert_close(fix.cpu().double(), fix_ref, atol=1e-2, rtol=8e-3)
+
+
+def test_softmax_fa2_under_compile_and_bad_shapes():
+    x, m_in, l_in = _case((3, 5, 8), seed=9)
+
+    def step(x, m, l):
+        p, m2, l2, fix = torch.ops.hpu.softmax_fa2(x, inputM=m, inputL=l)
+        return p.sum(-1) / l2, m2, fix
+
+    args = (x.to(HPU), m_in.to(HPU), l_in.to(HPU))
+    compiled = torch.compile(step, backend="hpu_backend", fullgraph=True)
+    for got, want in zip(compiled(*args), step(*args)):
+        torch.testing.assert_close(got.cpu(), want.cpu(), atol=1e-6, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="inputM must have shape"):
+        torch.ops.hpu.softmax_fa2(args[0], torch.zeros(3, device=HPU), args[2])
+    with pytest.raises(RuntimeError, match="last dimension"):
+        torch.ops.hpu.softmax_fa2(args[0], args[1], args[2], dim=0)
+
+
+_GAUDI3 = textwrap.dedent("""
+    import math, torch, habana_frameworks.torch
+    def to_cl(t, vec):  # vLLM's layout: row j at (j // 8) * vec + j % 8
+        n = t.shape[-1]; g = math.ceil(n / 8)
+        out = torch.full((*t.shape[:-1], g * vec), 7.0, dtype=t.dtype)
+        for j in range(n):
+            out[..., (j // 8) * vec + j % 8] = t[..., j]
+        return out
+    def from_cl(t, n, vec):  # vLLM's convert_cl_aligned_tensor
+        return t.reshape(*t.shape[:-1], -1, vec)[..., :8].flatten(-2)[..., :n]
+    torch.manual_seed(0)
+    x = torch.randn(2, 11, 6).bfloat16()
+    m_in = torch.randn(2, 11).bfloat16(); l_in = torch.rand(2, 11).bfloat16()
+    vec = 128
+    res, m, l, fix = torch.ops.hpu.softmax_fa2(x.to("hpu"), inputM=to_cl(m_in, vec).to("hpu"),
+                                               inputL=to_cl(l_in, vec).to("hpu"))
+    assert m.shape == (2, 2 * vec), m.shape
+    xd, md, ld = x.double(), m_in.double(), l_in.double()
+    mr = torch.maximum(md, xd.amax(-1)); e = torch.exp(xd - mr.unsqueeze(-1)); fr = torch.exp(md - mr)
+    lr = fr * ld + e.sum(-1)
+    tol = dict(atol=1e-2, rtol=8e-3)
+    torch.testing.assert_close(res.cpu().double(), e, **tol)
+    torch.testing.assert_close(from_cl(m.cpu(), 11, vec).double(), mr, **tol)
+    torch.testing.assert_close(from_cl(l.cpu(), 11, vec).double(), lr, **tol)
+    torch.testing.assert_close(from_cl(fix.cpu(), 11, vec).double(), fr, **tol)
+    assert float(m.cpu()[0, 3 + 8]) == 7.0  # outside the used lanes: inputM's value stays
+    print("OK")
+""")
+
+
+def test_softmax_fa2_gaudi3_cache_line_layout():
+    env = dict(os.environ, HPUSIM_DEVICE_TYPE="GAUDI3", PT_HPU_LAZY_MODE="0")
+    out = subprocess.run([sys.executable, "-c", _GAUDI3], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-3000:]
