@@ -1,7 +1,9 @@
 """torch.ops.hpu ops vLLM's Gaudi path calls that came later than test_clients_vllm_ops.py's:
 softmax_fa2 (unified attention's online softmax step), compared with the float64 math written
 out, eagerly, chained over key chunks, with fp8 scores, under torch.compile(backend="hpu_backend"),
-and in Gaudi3's cache-line layout of the row statistics."""
+and in Gaudi3's cache-line layout of the row statistics; and the fp8 flash attention forward
+fp8_sdpa_recomp_fwd (bfloat16 and fp8 operands, scales, quantised probabilities, fp8 output,
+amax outputs, the seeded dropout variant, compile) against float64 attention."""
 import math
 import os
 import subprocess
@@ -148,3 +150,101 @@ def test_softmax_fa2_gaudi3_cache_line_layout():
     env = dict(os.environ, HPUSIM_DEVICE_TYPE="GAUDI3", PT_HPU_LAZY_MODE="0")
     out = subprocess.run([sys.executable, "-c", _GAUDI3], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-3000:]
+
+
+# ---------------------------------------------------------------- fp8_sdpa_recomp_fwd
+
+def _sdpa_case(B=2, H=4, Hk=2, L=5, S=7, E=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(B, H, L, E, generator=g), torch.randn(B, Hk, S, E, generator=g),
+            torch.randn(B, Hk, S, E, generator=g))
+
+
+def _sdpa_ref(q, k, v, scale, causal, s_quant=None):
+    """float64 softmax attention (GQA by repeating kv heads), its row max, inverse sum, max prob;
+    s_quant=(q_scale_s, d_scale_s) rounds the probabilities through fp8 first."""
+    q, k, v = q.double(), k.double(), v.double()
+    rep = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    s = q @ k.transpose(-2, -1) * scale
+    if causal:
+        L, S = s.shape[-2:]
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    e = torch.exp(s - m)
+    l = e.sum(-1, keepdim=True)
+    p = e / l
+    pq = p if s_quant is None else (p * s_quant[0]).clamp(max=240.0).to(torch.float8_e4m3fn).double() * s_quant[1]
+    return pq @ v, m, 1 / l, p.max()
+
+
+SDPA_ARGS = dict(softmax_mode="None", valid_seq_len=None, seq_padding_type="right")
+
+
+def _fp8_sdpa(q, k, v, scale, causal, dq=None, dk=None, dv=None, qs=None, qo=None, ds=None, p=0.0, op=None):
+    op = op or torch.ops.hpu.fp8_sdpa_recomp_fwd
+    return op(q, k, v, None, p, scale, causal, False, "None", dq, dk, dv, qs, qo, ds, True, True, None, "right")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_sdpa_bfloat16_inputs_match_float64_attention(causal):
+    q, k, v = (t.bfloat16() for t in _sdpa_case(seed=1))
+    out, m, linv, seed, amax_s, amax_o = _fp8_sdpa(q.to(HPU), k.to(HPU), v.to(HPU), 0.3, causal)
+    o_ref, m_ref, linv_ref, pmax = _sdpa_ref(q, k, v, 0.3, causal)
+    assert out.dtype == torch.bfloat16 and out.shape == (2, 4, 5, 8)
+    assert m.shape == linv.shape == (2, 4, 5, 1) and m.dtype == torch.bfloat16 and linv.dtype == torch.float32
+    torch.testing.assert_close(out.cpu().double(), o_ref, atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(m.cpu().double(), m_ref, atol=1e-2, rtol=8e-3)
+    torch.testing.assert_close(linv.cpu().double(), linv_ref, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(amax_s.cpu().double(), pmax.reshape(1), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(amax_o.cpu().double(), o_ref.abs().max().reshape(1), atol=1e-2, rtol=1e-2)
+
+
+def test_fp8_sdpa_fp8_inputs_scales_and_fp8_output():
+    q, k, v = _sdpa_case(seed=2)
+    sq, sk, sv = 16.0, 32.0, 8.0  # quantisation scales; the op gets their inverses
+    q8, k8, v8 = ((t * s).clamp(-240, 240).to(torch.float8_e4m3fn) for t, s in ((q, sq), (k, sk), (v, sv)))
+    qd, kd, vd = q8.double() / sq, k8.double() / sk, v8.double() / sv
+    o_ref, m_ref, linv_ref, _ = _sdpa_ref(qd, kd, vd, 0.25, True)
+    t = lambda x: torch.tensor([x]).to(HPU)  # noqa: E731
+    out, m, linv, _, _, amax_o = _fp8_sdpa(q8.to(HPU), k8.to(HPU), v8.to(HPU), 0.25, True, t(1 / sq), t(1 / sk),
+                                           t(1 / sv), None, t(64.0), None)
+    assert out.dtype == torch.float8_e4m3fn and m.dtype == linv.dtype == torch.bfloat16
+    want = (o_ref * 64.0).clamp(-240, 240).to(torch.float8_e4m3fn).double()
+    torch.testing.assert_close(out.cpu().double(), want, atol=2.0 ** -9, rtol=0.13)  # at most one fp8 step
+    torch.testing.assert_close(amax_o.cpu().double(), o_ref.abs().max().reshape(1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(linv.cpu().double(), linv_ref, atol=1e-2, rtol=8e-3)
+    # the .scalar overload (float scales) gives the same
+    out2 = _fp8_sdpa(q8.to(HPU), k8.to(HPU), v8.to(HPU), 0.25, True, 1 / sq, 1 / sk, 1 / sv, 0.0, 64.0, 0.0)[0]
+    assert torch.equal(out2.cpu().view(torch.uint8), out.cpu().view(torch.uint8))
+
+
+def test_fp8_sdpa_quantised_probabilities():
+    q, k, v = (t.bfloat16() for t in _sdpa_case(seed=3))
+    out = _fp8_sdpa(q.to(HPU), k.to(HPU), v.to(HPU), 0.3, False, qs=torch.tensor([240.0]).to(HPU),
+                    ds=torch.tensor([1 / 240.0]).to(HPU))[0]
+    o_q = _sdpa_ref(q, k, v, 0.3, False, s_quant=(240.0, 1 / 240.0))[0]
+    o_exact = _sdpa_ref(q, k, v, 0.3, False)[0]
+    torch.testing.assert_close(out.cpu().double(), o_q, atol=2e-2, rtol=2e-2)
+    assert (o_q - o_exact).abs().max() > 1e-3  # the quantisation is visible, and reproduced
+
+
+def test_fp8_sdpa_dropout_seed_and_compile():
+    q, k, v = (t.bfloat16().to(HPU) for t in _sdpa_case(seed=4))
+    seed = torch.tensor([1234, 0], dtype=torch.int64).to(HPU)
+    op = torch.ops.hpu.fp8_sdpa_recomp_fwd_dropout_seed
+    a = op(seed, q, k, v, None, 0.3, 0.3, False, True, "None", None, None, None, None, None, None, False, False,
+           None, "right")
+    b = op(seed, q, k, v, None, 0.3, 0.3, False, True, "None", None, None, None, None, None, None, False, False,
+           None, "right")
+    nd = _fp8_sdpa(q, k, v, 0.3, False, op=torch.ops.hpu.fp8_sdpa_recomp_fwd_non_dropout)[0]
+    assert torch.equal(a[0].cpu(), b[0].cpu()) and not torch.equal(a[0].cpu(), nd.cpu())
+    assert a[3].cpu().tolist() == [1234, 0]
+
+    def f(q, k, v):
+        out, m, linv, _, amax_s, amax_o = _fp8_sdpa(q, k, v, 0.3, True)
+        return out.float() * 2, amax_o
+
+    compiled = torch.compile(f, backend="hpu_backend", fullgraph=True)
+    for got, want in zip(compiled(q, k, v), f(q, k, v)):
+        torch.testing.assert_close(got.cpu(), want.cpu())
