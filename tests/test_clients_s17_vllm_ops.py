@@ -248,3 +248,36 @@ def test_fp8_sdpa_dropout_seed_and_compile():
     compiled = torch.compile(f, backend="hpu_backend", fullgraph=True)
     for got, want in zip(compiled(q, k, v), f(q, k, v)):
         torch.testing.assert_close(got.cpu(), want.cpu())
+
+
+def test_fp8_fused_sdpa_api_gqa_inference_and_training():
+    from habana_frameworks.torch.hpex.kernels import fp8_fused_sdpa
+    from habana_frameworks.torch.hpex.kernels.Fp8FusedSDPA import gqa_input_reshape_fwd, gqa_output_reshape, is_gqa
+
+    q, k, v = _sdpa_case(B=1, H=6, Hk=2, L=6, S=6, E=8, seed=6)
+    assert is_gqa(q, k) and not is_gqa(q, q) and not is_gqa(q, k[:, :1])
+    q5, k5, v5, _ = gqa_input_reshape_fwd(q, k, v, None)
+    assert q5.shape == (1, 2, 3, 6, 8) and k5.shape == (1, 2, 1, 6, 8) and torch.equal(gqa_output_reshape(q5), q)
+    sq = 8.0
+    q8, k8, v8 = ((t * sq).to(torch.float8_e4m3fn) for t in (q, k, v))
+    inv = torch.tensor([1 / sq]).to(HPU)
+    out, amax_s, amax_o = fp8_fused_sdpa(q8.to(HPU), k8.to(HPU), v8.to(HPU), is_causal=True, d_scale_q=inv,
+                                         d_scale_k=inv, d_scale_v=inv, is_amax_s=True, is_amax_o=True)
+    o_ref, _, _, pmax = _sdpa_ref(q8.double() / sq, k8.double() / sq, v8.double() / sq, 1 / math.sqrt(8), True)
+    assert out.dtype == torch.bfloat16 and out.shape == (1, 6, 6, 8)
+    torch.testing.assert_close(out.cpu().double(), o_ref, atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(amax_s.cpu().double(), pmax.reshape(1), atol=1e-6, rtol=1e-5)
+    # training (causal only, as the bridge): gradients of the float64 attention
+    qh, kh, vh = (t.bfloat16().to(HPU).requires_grad_() for t in (q, k, v))
+    res = fp8_fused_sdpa(qh, kh, vh, is_causal=True)
+    assert len(res) == 6
+    g = torch.Generator().manual_seed(7)
+    dout = torch.randn(1, 6, 6, 8, generator=g)
+    res[0].backward(dout.bfloat16().to(HPU))
+    qr, kr, vr = (t.bfloat16().double().requires_grad_() for t in (q, k, v))
+    _sdpa_ref(qr, kr, vr, 1 / math.sqrt(8), True)[0].backward(dout.bfloat16().double())
+    for got, want in ((qh, qr), (kh, kr), (vh, vr)):
+        assert got.grad.dtype == torch.bfloat16
+        torch.testing.assert_close(got.grad.cpu().double(), want.grad, atol=2e-2, rtol=2e-2)
+    with pytest.raises(AssertionError, match="Triangular"):
+        fp8_fused_sdpa(qh, kh, vh, is_causal=False)

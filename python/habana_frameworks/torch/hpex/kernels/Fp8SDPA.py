@@ -54,13 +54,15 @@ def _deq(t: torch.Tensor, d) -> torch.Tensor:
 def _fwd(seed, q, k, v, attention_mask, p, scale, is_causal, requires_backward, softmax_mode, d_scale_q, d_scale_k,
          d_scale_v, q_scale_s, q_scale_o, d_scale_s, is_amax_s, is_amax_o, valid_seq_len, seq_padding_type):
     fp8 = q.dtype == torch.float8_e4m3fn
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise RuntimeError(f"fp8_sdpa_recomp_fwd: q, k, v must be 4-D [B, H, L, E], got {q.dim()}-D, {k.dim()}-D, "
-                           f"{v.dim()}-D")
+    if q.dim() < 3 or k.dim() != q.dim() or v.dim() != q.dim():
+        raise RuntimeError(f"fp8_sdpa_recomp_fwd: q, k, v must have the same rank, at least 3 ([B, H, L, E], or "
+                           f"[B, G, H/G, L, E] for grouped heads), got {q.dim()}-D, {k.dim()}-D, {v.dim()}-D")
     mask, causal = _mask_and_causal(q, k, attention_mask, is_causal, valid_seq_len, seq_padding_type)
+    if valid_seq_len is not None and q.dim() == 5:
+        mask = mask.unsqueeze(1)  # [B, 1, L, S] -> [B, 1, 1, L, S]
     qd, kd, vd = _deq(q, _scale(d_scale_q)), _deq(k, _scale(d_scale_k)), _deq(v, _scale(d_scale_v))
     hq, hk = q.shape[1], k.shape[1]
-    if hq != hk:
+    if q.dim() == 4 and hq != hk and hk != 1:  # 5-D grouped heads broadcast instead
         if hk == 0 or hq % hk:
             raise RuntimeError(f"fp8_sdpa_recomp_fwd: {hq} query heads are not a multiple of {hk} key heads")
         kd, vd = kd.repeat_interleave(hq // hk, dim=1), vd.repeat_interleave(hq // hk, dim=1)
