@@ -174,6 +174,8 @@ from ._runtime_flags import (  # noqa: E402,F401
     disable_inference_mode, disable_matmul3d_2d_reshape, disable_quantization, enable_inference_mode,
     enable_matmul3d_2d_reshape, enable_quantization, is_inference_mode_enabled,
     is_matmul3d_2d_reshape_enabled, is_quantization_enabled,
+    disable_const_section_serialization, enable_const_section_serialization,
+    get_const_section_serialization_path, is_const_section_serialization_enabled,
 )
 
 # HPU graphs (lazy mode; in eager mode HPUGraph() and graph() raise, as on the bridge).

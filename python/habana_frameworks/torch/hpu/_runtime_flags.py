@@ -91,3 +91,35 @@ def disable_matmul3d_2d_reshape() -> None:
 
 def is_matmul3d_2d_reshape_enabled() -> bool:
     return _switches["matmul3d_2d_reshape"]
+
+
+# Const-section serialization (optimum-habana's --const_serialization_path): on Gaudi the
+# graph compiler's constant sections (weights frozen into inference graphs) are written to
+# `path` (per rank, optionally compressed) and read back instead of kept in host memory.
+# hpusim has no const sections (weights stay device tensors), so this is state clients set
+# and read back; `clear_path` empties the directory as the bridge does, and it is created.
+_const_section: dict = {"path": "", "clear_path": False, "use_compression": False}
+
+
+def enable_const_section_serialization(path, clear_path: bool = False, use_compression: bool = False) -> None:
+    import os
+    import shutil
+
+    path = str(path)
+    if path:
+        if clear_path and os.path.isdir(path):
+            shutil.rmtree(path)
+        os.makedirs(path, exist_ok=True)
+    _const_section.update(path=path, clear_path=bool(clear_path), use_compression=bool(use_compression))
+
+
+def disable_const_section_serialization() -> None:
+    enable_const_section_serialization("", False, False)
+
+
+def is_const_section_serialization_enabled() -> bool:
+    return bool(_const_section["path"])
+
+
+def get_const_section_serialization_path() -> str:
+    return _const_section["path"]

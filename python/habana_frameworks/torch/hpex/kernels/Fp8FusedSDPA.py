@@ -95,29 +95,36 @@ class Fp8FusedSDPA(torch.autograd.Function):
     def backward(ctx, dout, *unused):
         q, k, v, attn_mask, seed = ctx.saved_tensors
         dropout_p, scale, d_scale_q, d_scale_k, d_scale_v = ctx.args
-        with torch.enable_grad():
-            qd = _deq(q, d_scale_q).detach().requires_grad_()
-            kd = _deq(k, d_scale_k).detach().requires_grad_()
-            vd = _deq(v, d_scale_v).detach().requires_grad_()
-            kk, vv = kd, vd
-            if is_gqa(q, k):
-                rep = q.shape[1] // k.shape[1]
-                kk, vv = kd.repeat_interleave(rep, 1), vd.repeat_interleave(rep, 1)
-            s = torch.matmul(qd, kk.transpose(-2, -1)) * scale
-            L, S = s.shape[-2], s.shape[-1]
-            s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=s.device).tril(), float("-inf"))
-            if attn_mask is not None:
-                s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask.float()
-            p = torch.softmax(s, dim=-1)
-            if dropout_p > 0:
-                p = p * dropout_mask(p.shape, p.device, dropout_p, _seed_of(seed)) / (1.0 - dropout_p)
-            o = torch.matmul(p, vv)
-            gq, gk, gv = torch.autograd.grad(o, (qd, kd, vd), dout.float())
+        gq, gk, gv = recompute_grads(q, k, v, (d_scale_q, d_scale_k, d_scale_v), attn_mask, seed, dropout_p, scale,
+                                     dout)
 
         def back(g, d, like):
             g = g if d is None else g * _deq(torch.ones((), device=g.device), d)
             return g.to(like.dtype)
         return (back(gq, d_scale_q, q), back(gk, d_scale_k, k), back(gv, d_scale_v, v)) + (None,) * 16
+
+
+def recompute_grads(q, k, v, d_scales, attn_mask, seed, dropout_p, scale, dout):
+    """Gradients (float32) of causal attention with respect to the dequantised q, k, v (4-D,
+    grouped heads allowed), recomputed with the forward's dropout mask."""
+    with torch.enable_grad():
+        qd = _deq(q, d_scales[0]).detach().requires_grad_()
+        kd = _deq(k, d_scales[1]).detach().requires_grad_()
+        vd = _deq(v, d_scales[2]).detach().requires_grad_()
+        kk, vv = kd, vd
+        if is_gqa(q, k):
+            rep = q.shape[1] // k.shape[1]
+            kk, vv = kd.repeat_interleave(rep, 1), vd.repeat_interleave(rep, 1)
+        s = torch.matmul(qd, kk.transpose(-2, -1)) * scale
+        L, S = s.shape[-2], s.shape[-1]
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=s.device).tril(), float("-inf"))
+        if attn_mask is not None:
+            s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask.float()
+        p = torch.softmax(s, dim=-1)
+        if dropout_p > 0:
+            p = p * dropout_mask(p.shape, p.device, dropout_p, _seed_of(seed)) / (1.0 - dropout_p)
+        o = torch.matmul(p, vv)
+        return torch.autograd.grad(o, (qd, kd, vd), dout.float())
 
 
 def fp8_fused_sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, softmax_mode="None",
