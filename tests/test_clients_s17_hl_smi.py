@@ -2,6 +2,7 @@
 env={"ENABLE_CONSOLE": "true"})`, a shell with no PATH, which searches /bin/sh's default path.
 `make build` links the venv's hl-smi into /usr/local/bin (Makefile, target system-hl-smi), as a
 Gaudi machine has hl-smi among its system programs."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -26,16 +27,20 @@ def test_pathless_shell_finds_hl_smi():
 
 def test_optimum_habana_reads_the_driver_version():
     _needs_link()
-    pytest.importorskip("optimum.habana")
+    spec = importlib.util.find_spec("optimum.habana")
+    if spec is None:
+        pytest.skip("optimum-habana is not installed")
+    # optimum.habana's package __init__ patches transformers (tens of seconds of imports); its
+    # utils.misc, which holds the hl-smi call, needs only the package's path.
     code = (
+        "import sys, types\n"
+        "pkg = types.ModuleType('optimum.habana')\n"
+        f"pkg.__path__ = {list(spec.submodule_search_locations)!r}\n"
+        "sys.modules['optimum.habana'] = pkg\n"
         "import optimum.habana.utils.misc as m\n"
-        "v = m.get_driver_version()\n"
-        "assert v is not None, 'optimum-habana could not run hl-smi'\n"
-        "m.check_synapse_version()\n"
-        "print('DRIVER', v)\n"
+        "print('DRIVER', m.get_driver_version())\n"
     )
-    env = dict(os.environ, PT_HPU_LAZY_MODE="0")
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     out = subprocess.run([sys.executable, "-c", code], text=True, capture_output=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "DRIVER 1.22.0" in out.stdout
-    assert "Could not run `hl-smi`" not in out.stderr + out.stdout
+    assert "DRIVER 1.22.0" in out.stdout, out.stdout  # None when optimum cannot run hl-smi
