@@ -264,3 +264,38 @@ def test_host_scalar_chains_alike_run_once_per_distinct_step():
     for vals in ((1.0, 1.0, 1.0), (2.0, 9.0, 2.0), (-0.0, 0.0, 0.0), (4.0, 4.0, 3.5), (1e6, 1e6, -3.0),
                  (3.0, 3.0, 1.0), (math.inf, 1.0, 1.0)):
         assert outcome(prog._program, vals) == outcome(straight, vals), vals
+
+
+def test_single_cluster_region_calls_its_recipe_directly(monkeypatch):
+    """A graph that is one cluster over its inputs (a cached launch's common case) runs its
+    recipe through the C++ entry without ClusterRunner.__call__ once the recipe is settled
+    (captured, thread tuning done); results stay those of CPU, and an input the recipe was
+    not captured for still goes through the runner (which recaptures)."""
+    from habana_frameworks.torch.dynamo.compile_backend import recipe_compiler
+
+    calls = []
+    real_call = recipe_compiler.ClusterRunner.__call__
+
+    def counted(self, *inputs):
+        calls.append(self)
+        return real_call(self, *inputs)
+
+    monkeypatch.setattr(recipe_compiler.ClusterRunner, "__call__", counted)
+
+    def f(t):
+        return t * 2 + 1
+
+    compiled = _compile(f)
+    g = torch.Generator().manual_seed(7)
+    xs = [torch.randn(64, generator=g) for _ in range(40)]
+    for x in xs:
+        torch.testing.assert_close(compiled(x.to("hpu")).cpu(), f(x), rtol=0, atol=0)
+    runner = calls[0]
+    assert runner._tuner is None and len(calls) < len(xs)  # the settled recipe ran directly
+    hits, n = runner.hits, len(calls)
+    torch.testing.assert_close(compiled(xs[0].to("hpu")).cpu(), f(xs[0]), rtol=0, atol=0)
+    assert len(calls) == n and runner.hits == hits + 1
+    # A view at an offset: the recipe checks the storage offset it was captured with, the
+    # direct path hands such an input to the runner (dynamo may also recompile for it).
+    big = torch.randn(65, generator=g)
+    torch.testing.assert_close(compiled(big.to("hpu")[1:]).cpu(), f(big[1:]), rtol=0, atol=0)

@@ -41,6 +41,7 @@ def _boxed(fn: Callable[..., Any]) -> Callable[[list], Any]:
         return fn(*inputs)
 
     run._boxed_call = True  # type: ignore[attr-defined]
+    run.unboxed = fn  # type: ignore[attr-defined]  # what fast_runtime calls (no list to build and clear)
     return run
 
 
