@@ -22,6 +22,7 @@ from torch.testing._internal.common_methods_invocations import op_db
 from habana_frameworks.torch._ops import fallback, registry
 
 import opinfo_plugin
+from float64_judge import cpu_bf16_conv_rounds_intermediates
 
 MAX_SAMPLES = int(os.environ.get("HPUSIM_OPINFO_MAX_SAMPLES", "8"))
 # In-place and out= variants are exercised on the first samples only (they test the
@@ -127,6 +128,19 @@ XFAIL.update({
     ("special.i0e", "", "bfloat16"): _SPECIAL_F64 + "bfloat16 i0e 7.8e-3 vs 2.7e-3; the cancelling gradient "
                                      "i1e - sgn*i0e: cpu 5.3e-2, hpu 4.4e-2",
 })
+
+# On a CPU without oneDNN's bfloat16 path (no AVX-512: torch.ops.mkldnn._is_mkldnn_bf16_supported()
+# False) torch's CPU bfloat16 convolution is its slow kernel, which rounds column buffers and
+# partial sums to bfloat16; native convolution sums in float32 and rounds once. Measured against
+# float64 on such a machine (conv2d [4,16,14,14] * [32,16,3,3], largest error / largest value):
+# input grad cpu 7.5e-3 hpu 2.6e-3, weight grad cpu 4.8e-3 hpu 3.4e-3. tests/test_ops_nn.py,
+# test_conv_any.py and test_layouts.py judge bfloat16 convolution against float64 there.
+if cpu_bf16_conv_rounds_intermediates():
+    for _conv in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"):
+        XFAIL.setdefault((f"nn.functional.{_conv}", "", "bfloat16"), (
+            "torch's CPU bfloat16 convolution without oneDNN's bf16 path (no AVX-512) rounds its "
+            "intermediates to bfloat16; native rounds once and is the closer to float64 (input grad "
+            "cpu 7.5e-3 hpu 2.6e-3 of the largest value); judged against float64 in tests/test_ops_nn.py"))
 
 
 def _is_random(op) -> bool:

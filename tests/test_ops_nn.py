@@ -7,6 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from conftest import hpu
+from float64_judge import assert_no_further_from_float64, cpu_bf16_conv_rounds_intermediates
 
 NN_OPS = {"aten::convolution_overrideable", "aten::convolution_backward_overrideable",
           "aten::max_pool2d_with_indices", "aten::max_pool2d_with_indices_backward",
@@ -40,17 +41,28 @@ def close(got, want, dtype=torch.float32, **kw):
 
 def fwd_bwd(fn, inputs, dtype, seed=1, **kw):
     """Run fn on cpu and hpu copies of inputs, then backward with the same gradient;
-    compare outputs and all input grads."""
+    compare outputs and all input grads. In bfloat16 on a CPU whose torch convolution rounds
+    its intermediates (float64_judge), a result that differs from CPU's is judged against a
+    float64 run instead: no further from it than CPU's."""
     cpu_in = [x.clone().requires_grad_(x.is_floating_point()) for x in inputs]
     hpu_in = [hpu(x).requires_grad_(x.is_floating_point()) for x in inputs]
     yc, yh = fn(*cpu_in), fn(*hpu_in)
-    close(yh, yc, dtype, **kw)
     g = rnd(*yc.shape, dtype=yc.dtype, seed=seed)
     yc.backward(g)
     yh.backward(hpu(g))
-    for a, b in zip(hpu_in, cpu_in):
-        if b.grad is not None:
-            close(a.grad, b.grad, dtype, **kw)
+    pairs = [(yh.detach(), yc.detach())] + [(a.grad, b.grad) for a, b in zip(hpu_in, cpu_in) if b.grad is not None]
+    try:
+        for got, want in pairs:
+            close(got, want, dtype, **kw)
+    except AssertionError:
+        if dtype != torch.bfloat16 or not cpu_bf16_conv_rounds_intermediates():
+            raise
+        in64 = [x.double().requires_grad_(x.is_floating_point()) for x in inputs]
+        y64 = fn(*in64)
+        y64.backward(g.double())
+        refs = [y64.detach()] + [x.grad for x in in64 if x.grad is not None]
+        for (got, want), ref in zip(pairs, refs):
+            assert_no_further_from_float64(got, want, ref, "fwd_bwd")
 
 
 DT = [torch.float32, torch.bfloat16]
