@@ -175,6 +175,8 @@ func bgemmHalf(out, a, b Tensor, self *Tensor, alpha, beta float64) {
 		clear(cbuf)
 	} else if useBF16Dot(a, b) {
 		bgemmBF16Blocked(out, a, b, self, alpha, beta, false, cbuf)
+	} else if useB2(a, b) {
+		bgemmB2(a, b, cbuf) // gemm_bf16_avx2.go
 	} else {
 		ab := getF32(B * M * K)
 		defer putF32(ab)

@@ -46,3 +46,15 @@ func gbTeam(threads int, p *[gbtNParams]int64, a, b unsafe.Pointer, pa, pb []uin
 	alpha, beta float32) int {
 	panic(noDotKernel)
 }
+
+// Nor the AVX2 one (gemm_bf16_avx2_cgo.go).
+const (
+	b2MR = 6
+	b2NR = 16
+)
+
+var b2CPU = false
+
+func b2PackA(dst []float32, a unsafe.Pointer, rs, cs int64, k, r0, r1 int) { panic(noDotKernel) }
+func b2PackB(dst []float32, b unsafe.Pointer, rs, cs int64, k, c0, c1 int) { panic(noDotKernel) }
+func b2Gemm(pa, pb []float32, m, n, k int, c []float32, ldc int)           { panic(noDotKernel) }

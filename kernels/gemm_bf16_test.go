@@ -45,8 +45,10 @@ func TestGemmHalfMatchesGeneric(t *testing.T) {
 		t.Skip("bit equality of the two paths needs OpenBLAS")
 	}
 	// The VDPBF16PS path sums in its own order; TestGemmBF16Dot checks it.
-	gemmBF16Dot = false
-	defer func() { gemmBF16Dot = true }()
+	// So does the AVX2 kernel; TestGemmB2MatchesReference checks it.
+	oldDot, oldB2 := gemmBF16Dot, gemmB2
+	gemmBF16Dot, gemmB2 = false, false
+	defer func() { gemmBF16Dot, gemmB2 = oldDot, oldB2 }()
 	r := rand.New(rand.NewSource(5))
 	for _, dt := range []DType{BFloat16, Float16} {
 		for _, c := range []struct {
