@@ -122,7 +122,11 @@ def run(models: list[str], device: str, autocast_dtype: torch.dtype | None, quic
     """Every model's result. Under torch.compile a model whose compile fails gets
     {"error": ...} and the others still run: torch 2.7.1's inductor cannot compile the CNN's
     training step on 2 threads (its C++ for the BatchNorm backward declares `tmp_acc0_arr`
-    twice: a parallel reduction inside a vectorised tail loop), with or without hpusim."""
+    twice: a parallel reduction inside a vectorised tail loop), with or without hpusim.
+    That is torch's bug (pytorch#151290/#151523, from the inner-loop parallelisation of
+    #144020; fixed by #151887, after 2.7.1), not a missing header or package: g++ gets as
+    far as "conflicting declaration 'float tmp_acc0_arr [2]'" (one per thread) after a [8].
+    `cpp.enable_loop_tail_vec=False` does not avoid it; on 1 thread it compiles."""
     out: dict[str, Any] = {}
     for name in models:
         if compile_backend:
