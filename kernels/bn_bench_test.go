@@ -34,15 +34,15 @@ func BenchmarkBatchNormF32(b *testing.B) {
 		}{{1, false}, {1, true}, {0, false}, {0, true}} {
 			workers := cfg.workers
 			old, oldVec := SetThreads(workers), bnF32Vec
-			bnF32Vec = cfg.vec && f32DotCPU
-			b.Run(fmt.Sprintf("fwd/%v/w%d/avx512=%v", sz, workers, bnF32Vec), func(b *testing.B) {
+			bnF32Vec = cfg.vec && (f32DotCPU || b2CPU)
+			b.Run(fmt.Sprintf("fwd/%v/w%d/vec=%v", sz, workers, bnF32Vec), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					if err := BatchNormForward(t3(y), t1(sm), t1(si), t3(x), t1(w), t1(bb), t1(rm), t1(rv), true, 0.1, 1e-5); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
-			b.Run(fmt.Sprintf("bwd/%v/w%d/avx512=%v", sz, workers, bnF32Vec), func(b *testing.B) {
+			b.Run(fmt.Sprintf("bwd/%v/w%d/vec=%v", sz, workers, bnF32Vec), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
 					gin := t3(gi)
 					if err := BatchNormBackward(&gin, t1(gw), t1(gb), t3(g), t3(x), t1(w), t1(rm), t1(rv), t1(sm), t1(si), true, 1e-5); err != nil {

@@ -183,28 +183,215 @@ BNF_TARGET static void bnf_bwd_apply(const float *x, int64_t xns, const float *g
 		}
 	}
 }
+// The same kernels in AVX2/FMA float32 lanes (8 wide, as torch's Vectorized<float> on an
+// AVX2 CPU), for CPUs without AVX-512; tails run scalar into the same float32 partials.
+#define BNF2_TARGET __attribute__((target("avx2,fma")))
+
+BNF2_TARGET static inline float bnf2_hsum(__m256 v) {
+	__m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+	lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+	return _mm_cvtss_f32(lo);
+}
+
+BNF2_TARGET static inline void bnf2_row_moments(const float *xs, int64_t S, float K, double *ds, double *dq) {
+	const __m256 kv = _mm256_set1_ps(K);
+	__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+	int64_t i = 0;
+	for (; i + 16 <= S; i += 16) {
+		__m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(xs + i), kv), d1 = _mm256_sub_ps(_mm256_loadu_ps(xs + i + 8), kv);
+		a0 = _mm256_add_ps(a0, d0);
+		a1 = _mm256_add_ps(a1, d1);
+		b0 = _mm256_fmadd_ps(d0, d0, b0);
+		b1 = _mm256_fmadd_ps(d1, d1, b1);
+	}
+	if (i + 8 <= S) {
+		__m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(xs + i), kv);
+		a0 = _mm256_add_ps(a0, d0);
+		b0 = _mm256_fmadd_ps(d0, d0, b0);
+		i += 8;
+	}
+	float ts = 0, tq = 0;
+	for (; i < S; i++) {
+		float d = xs[i] - K;
+		ts += d;
+		tq = __builtin_fmaf(d, d, tq);
+	}
+	float rs = bnf2_hsum(_mm256_add_ps(a0, a1)) + ts, rq = bnf2_hsum(_mm256_add_ps(b0, b1)) + tq;
+	if (bnf_finite(rs) && bnf_finite(rq)) {
+		*ds = rs;
+		*dq = rq;
+		return;
+	}
+	double s = 0, q = 0;
+	for (i = 0; i < S; i++) {
+		double d = (double)xs[i] - (double)K;
+		s += d;
+		q += d * d;
+	}
+	*ds = s;
+	*dq = q;
+}
+
+BNF2_TARGET static void bnf2_moments(const float *x, int64_t ns, int64_t N, int64_t S, double *mean, double *ss) {
+	const float K = x[0];
+	double s = 0, q = 0;
+	for (int64_t n = 0; n < N; n++) {
+		double ds, dq;
+		bnf2_row_moments(x + n * ns, S, K, &ds, &dq);
+		s += ds;
+		q += dq;
+	}
+	const double cnt = (double)(N * S), md = s / cnt;
+	double m = (double)K + md, v = q - s * md;
+	if (!(md * md * cnt <= 16 * v) && v == v && m - m == 0) {
+		const float mf = (float)m;
+		double q2 = 0, s2 = 0;
+		for (int64_t n = 0; n < N; n++) {
+			double ds, dq;
+			bnf2_row_moments(x + n * ns, S, mf, &ds, &dq);
+			s2 += ds;
+			q2 += dq;
+		}
+		v = q2 - s2 * (s2 / cnt);
+	}
+	*mean = m;
+	*ss = v > 0 || v != v ? v : 0;
+}
+
+BNF2_TARGET static void bnf2_apply(const float *x, int64_t xns, float *o, int64_t ons, int64_t N, int64_t S, float sf, float hf) {
+	const __m256 sv = _mm256_set1_ps(sf), hv = _mm256_set1_ps(hf);
+	for (int64_t n = 0; n < N; n++) {
+		const float *xs = x + n * xns;
+		float *os = o + n * ons;
+		int64_t i = 0;
+		for (; i + 8 <= S; i += 8) _mm256_storeu_ps(os + i, _mm256_fmadd_ps(_mm256_loadu_ps(xs + i), sv, hv));
+		for (; i < S; i++) os[i] = __builtin_fmaf(xs[i], sf, hf);
+	}
+}
+
+BNF2_TARGET static void bnf2_bwd_sums(const float *x, int64_t xns, const float *g, int64_t gns, int64_t N, int64_t S,
+                                      float mf, double *sum, double *dotp) {
+	const __m256 mv = _mm256_set1_ps(mf);
+	double s = 0, d = 0;
+	for (int64_t n = 0; n < N; n++) {
+		const float *xs = x + n * xns, *gs = g + n * gns;
+		__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps();
+		int64_t i = 0;
+		for (; i + 16 <= S; i += 16) {
+			__m256 g0 = _mm256_loadu_ps(gs + i), g1 = _mm256_loadu_ps(gs + i + 8);
+			s0 = _mm256_add_ps(s0, g0);
+			s1 = _mm256_add_ps(s1, g1);
+			d0 = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(xs + i), mv), g0, d0);
+			d1 = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(xs + i + 8), mv), g1, d1);
+		}
+		if (i + 8 <= S) {
+			__m256 g0 = _mm256_loadu_ps(gs + i);
+			s0 = _mm256_add_ps(s0, g0);
+			d0 = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(xs + i), mv), g0, d0);
+			i += 8;
+		}
+		float ts = 0, td = 0;
+		for (; i < S; i++) {
+			ts += gs[i];
+			td = __builtin_fmaf(xs[i] - mf, gs[i], td);
+		}
+		float rs = bnf2_hsum(_mm256_add_ps(s0, s1)) + ts, rd = bnf2_hsum(_mm256_add_ps(d0, d1)) + td;
+		if (bnf_finite(rs) && bnf_finite(rd)) {
+			s += rs;
+			d += rd;
+			continue;
+		}
+		for (i = 0; i < S; i++) {
+			s += gs[i];
+			d += ((double)xs[i] - (double)mf) * gs[i];
+		}
+	}
+	*sum = s;
+	*dotp = d;
+}
+
+BNF2_TARGET static void bnf2_bwd_apply(const float *x, int64_t xns, const float *g, int64_t gns, float *o, int64_t ons, int64_t N,
+                                       int64_t S, double mean, double gm, double k, double invstd, double wc, int training) {
+	const float mf = (float)mean, gmf = (float)gm, kf = (float)k, iwf = (float)(invstd * wc);
+	const __m256 mv = _mm256_set1_ps(mf), gmv = _mm256_set1_ps(gmf), kv = _mm256_set1_ps(kf), iv = _mm256_set1_ps(iwf);
+	for (int64_t n = 0; n < N; n++) {
+		const float *xs = x + n * xns, *gs = g + n * gns;
+		float *os = o + n * ons;
+		int64_t i = 0;
+		if (!training) {
+			for (; i + 8 <= S; i += 8) _mm256_storeu_ps(os + i, _mm256_mul_ps(_mm256_loadu_ps(gs + i), iv));
+			for (; i < S; i++) os[i] = gs[i] * iwf;
+			continue;
+		}
+		int bad = 0;
+		for (; i + 8 <= S; i += 8) {
+			__m256 t = _mm256_fnmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(xs + i), mv), kv, _mm256_sub_ps(_mm256_loadu_ps(gs + i), gmv));
+			t = _mm256_mul_ps(t, iv);
+			bad |= _mm256_movemask_ps(_mm256_cmp_ps(_mm256_sub_ps(t, t), _mm256_setzero_ps(), _CMP_NEQ_UQ));
+			_mm256_storeu_ps(os + i, t);
+		}
+		if (bad) i = 0;
+		for (; i < S; i++) {
+			float t = __builtin_fmaf(-(xs[i] - mf), kf, gs[i] - gmf) * iwf;
+			if (bad || !bnf_finite(t)) t = (float)(((double)gs[i] - gm - ((double)xs[i] - mean) * k) * invstd * wc);
+			os[i] = t;
+		}
+	}
+}
+
+// Dispatch: wide selects the AVX-512 kernels, else the AVX2 ones.
+static void bnf_moments_w(int wide, const float *x, int64_t ns, int64_t N, int64_t S, double *mean, double *ss) {
+	if (wide) bnf_moments(x, ns, N, S, mean, ss);
+	else bnf2_moments(x, ns, N, S, mean, ss);
+}
+static void bnf_apply_w(int wide, const float *x, int64_t xns, float *o, int64_t ons, int64_t N, int64_t S, float sf, float hf) {
+	if (wide) bnf_apply(x, xns, o, ons, N, S, sf, hf);
+	else bnf2_apply(x, xns, o, ons, N, S, sf, hf);
+}
+static void bnf_bwd_sums_w(int wide, const float *x, int64_t xns, const float *g, int64_t gns, int64_t N, int64_t S,
+                           float mf, double *sum, double *dotp) {
+	if (wide) bnf_bwd_sums(x, xns, g, gns, N, S, mf, sum, dotp);
+	else bnf2_bwd_sums(x, xns, g, gns, N, S, mf, sum, dotp);
+}
+static void bnf_bwd_apply_w(int wide, const float *x, int64_t xns, const float *g, int64_t gns, float *o, int64_t ons, int64_t N,
+                            int64_t S, double mean, double gm, double k, double invstd, double wc, int training) {
+	if (wide) bnf_bwd_apply(x, xns, g, gns, o, ons, N, S, mean, gm, k, invstd, wc, training);
+	else bnf2_bwd_apply(x, xns, g, gns, o, ons, N, S, mean, gm, k, invstd, wc, training);
+}
 */
 import "C"
 
 import "unsafe"
 
-// bnF32Vec selects the AVX-512 float32 batch-norm kernels (the CPU has AVX-512F).
-var bnF32Vec = f32DotCPU
+// bnF32Vec selects the vector float32 batch-norm kernels: AVX-512 where the CPU has
+// AVX-512F (bnF32Wide), else AVX2/FMA (b2CPU).
+var (
+	bnF32Wide = f32DotCPU
+	bnF32Vec  = f32DotCPU || b2CPU
+)
+
+func bnWide() C.int {
+	if bnF32Wide {
+		return 1
+	}
+	return 0
+}
 
 // bnMomentsF32V is bnf_moments: a channel's mean and sum of squared deviations.
 func bnMomentsF32V(x unsafe.Pointer, ns, N, S int64) (mean, ss float64) {
 	var m, q C.double
-	C.bnf_moments(cf(x), C.int64_t(ns), C.int64_t(N), C.int64_t(S), &m, &q)
+	C.bnf_moments_w(bnWide(), cf(x), C.int64_t(ns), C.int64_t(N), C.int64_t(S), &m, &q)
 	return float64(m), float64(q)
 }
 
 func bnApplyF32V(x unsafe.Pointer, xns int64, o unsafe.Pointer, ons, N, S int64, sd, hd float64) {
-	C.bnf_apply(cf(x), C.int64_t(xns), cf(o), C.int64_t(ons), C.int64_t(N), C.int64_t(S), C.float(sd), C.float(hd))
+	C.bnf_apply_w(bnWide(), cf(x), C.int64_t(xns), cf(o), C.int64_t(ons), C.int64_t(N), C.int64_t(S), C.float(sd), C.float(hd))
 }
 
 func bnBwdSumsF32V(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns, N, S int64, mean float64) (float64, float64) {
 	var sum, dotp C.double
-	C.bnf_bwd_sums(cf(x), C.int64_t(xns), cf(g), C.int64_t(gns), C.int64_t(N), C.int64_t(S), C.float(mean), &sum, &dotp)
+	C.bnf_bwd_sums_w(bnWide(), cf(x), C.int64_t(xns), cf(g), C.int64_t(gns), C.int64_t(N), C.int64_t(S), C.float(mean), &sum, &dotp)
 	return float64(sum), float64(dotp)
 }
 
@@ -214,6 +401,6 @@ func bnBwdApplyF32V(x unsafe.Pointer, xns int64, g unsafe.Pointer, gns int64, o 
 	if training {
 		t = 1
 	}
-	C.bnf_bwd_apply(cf(x), C.int64_t(xns), cf(g), C.int64_t(gns), cf(o), C.int64_t(ons), C.int64_t(N), C.int64_t(S),
+	C.bnf_bwd_apply_w(bnWide(), cf(x), C.int64_t(xns), cf(g), C.int64_t(gns), cf(o), C.int64_t(ons), C.int64_t(N), C.int64_t(S),
 		C.double(mean), C.double(gm), C.double(k), C.double(invstd), C.double(wc), t)
 }

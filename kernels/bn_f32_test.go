@@ -41,12 +41,12 @@ func bnF32Channel(rng *rand.Rand, kind int, N, S int64, set func(n, i int64, v f
 	}
 }
 
-// The AVX-512 float32 batch-norm kernels (bn_f32_cgo.go) against the same op computed in
+// The vector (AVX-512 or AVX2) float32 batch-norm kernels (bn_f32_cgo.go) against the same op computed in
 // float64: statistics, outputs, running stats and all three gradients, training and eval,
 // row lengths around the vector width, padded rows.
 func TestBatchNormF32VecMatchesFloat64(t *testing.T) {
 	if !bnF32Vec {
-		t.Skip("no AVX-512 float32 batch-norm kernels")
+		t.Skip("no vector float32 batch-norm kernels")
 	}
 	rng := rand.New(rand.NewSource(31))
 	N, C := int64(5), int64(6)
