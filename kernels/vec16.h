@@ -15,10 +15,11 @@ static inline float vecsum16(const float *v, int64_t n) {
 	}
 	float acc[16];
 	memcpy(acc, v, sizeof acc);
-	for (int64_t d = 16; d < n; d += 16) {
-		int64_t m = n - d < 16 ? n - d : 16;
-		for (int64_t j = 0; j < m; j++) acc[j] += v[d + j];
-	}
+	// whole blocks in a fixed-count loop (vectorized), then the partial one: the same adds
+	int64_t d = 16;
+	for (; d + 16 <= n; d += 16)
+		for (int j = 0; j < 16; j++) acc[j] += v[d + j];
+	for (int64_t j = 0; j < n - d; j++) acc[j] += v[d + j];
 	for (int h = 8; h >= 1; h /= 2)
 		for (int j = 0; j < h; j++) acc[j] += acc[j + h];
 	return acc[0];
@@ -34,10 +35,10 @@ static inline float vecdot16(const float *a, const float *b, int64_t n) {
 	}
 	float acc[16];
 	for (int j = 0; j < 16; j++) acc[j] = a[j] * b[j];
-	for (int64_t d = 16; d < n; d += 16) {
-		int64_t m = n - d < 16 ? n - d : 16;
-		for (int64_t j = 0; j < m; j++) acc[j] = (float)((double)a[d + j] * (double)b[d + j] + (double)acc[j]);
-	}
+	int64_t d = 16;
+	for (; d + 16 <= n; d += 16)
+		for (int j = 0; j < 16; j++) acc[j] = (float)((double)a[d + j] * (double)b[d + j] + (double)acc[j]);
+	for (int64_t j = 0; j < n - d; j++) acc[j] = (float)((double)a[d + j] * (double)b[d + j] + (double)acc[j]);
 	for (int h = 8; h >= 1; h /= 2)
 		for (int j = 0; j < h; j++) acc[j] += acc[j + h];
 	return acc[0];
