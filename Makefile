@@ -75,6 +75,9 @@ test-go:
 	go test ./...
 	# The kernels' pure-Go fallbacks (gonum GEMM, Go loops for the C fast paths).
 	CGO_ENABLED=0 go test ./kernels
+	# The AVX2 paths on any machine (an AVX-512 one runs its AVX-512 kernels above): the
+	# run-time cap and the build flag that drops the wider GCC target clones (kernels/isa.h).
+	HPUSIM_ISA=avx2 CGO_CFLAGS="$$(go env CGO_CFLAGS) -DHPUSIM_ISA_AVX2" go test ./kernels
 
 # The second pass runs the OpInfo suite, the lazy tests, the reference models and the fast
 # C++ kernels' A/B against the Python lowerings in lazy mode, and torch.compile(hpu_backend)

@@ -5,6 +5,7 @@ package kernels
 /*
 #cgo CFLAGS: -O3
 #include <stdint.h>
+#include "isa.h"
 #include <string.h>
 #include <immintrin.h>
 
@@ -45,7 +46,7 @@ static inline float att_lanes_sum(float *a) {
 	return a[0] + a[1];
 }
 
-__attribute__((target_clones("avx2", "default")))
+HPUSIM_CLONES_2
 static void att_exp_sub_any(float *row, int64_t n, float m, float *sum) {
 	for (int64_t j = 0; j < n; j++) row[j] = att_expf(row[j] - m);
 	float a[16] = {0};
@@ -166,12 +167,12 @@ static int att_avx512 = -1;
 static int att_has_avx512(void) {
 	if (att_avx512 < 0) {
 		__builtin_cpu_init();
-		att_avx512 = __builtin_cpu_supports("avx512f");
+		att_avx512 = HPUSIM_AVX512F();
 	}
 	return att_avx512;
 }
 
-__attribute__((target_clones("avx2", "default")))
+HPUSIM_CLONES_2
 static float att_rowmax(const float *row, int64_t n) {
 	float a[16];
 	for (int k = 0; k < 16; k++) a[k] = -__builtin_inff();
@@ -184,7 +185,7 @@ static float att_rowmax(const float *row, int64_t n) {
 	return mx;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void att_ds(float *p, const float *dp, int64_t n, float d) {
 	for (int64_t j = 0; j < n; j++) p[j] *= dp[j] - d;
 }

@@ -12,10 +12,11 @@ package kernels
 // compiler turn selects into blends.
 #pragma GCC optimize ("fp-contract=off", "no-trapping-math", "no-tree-loop-distribute-patterns")
 #include <stdint.h>
+#include "isa.h"
 #include <string.h>
 #include <immintrin.h>
 
-#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define CLONES HPUSIM_CLONES_V4_V3
 
 // convSpan in conv_block.go: output columns [*lo, *hi) read input column ow*s+off in [0, w).
 static inline int64_t conv_span(int64_t k, int64_t w, int64_t ow, int64_t s, int64_t pad, int64_t dil,
@@ -321,7 +322,7 @@ __attribute__((target("avx512f"))) static void conv_row_sums_avx512(const float 
 }
 
 static void hpusim_conv_row_sums(const float *dy, float *sums, int64_t O, int64_t P) {
-	if (__builtin_cpu_supports("avx512f")) {
+	if (HPUSIM_AVX512F()) {
 		conv_row_sums_avx512(dy, sums, O, P);
 		return;
 	}

@@ -11,12 +11,13 @@ package kernels
 // lets the compiler turn selects into blends.
 #pragma GCC optimize ("fp-contract=off", "no-trapping-math")
 #include <stdint.h>
+#include "isa.h"
 #include <stddef.h>
 #include <math.h>
 #include <string.h>
 #include <immintrin.h>
 
-#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define CLONES HPUSIM_CLONES_V4_V3
 
 static inline float bits2f(uint32_t u) { union { uint32_t u; float f; } v; v.u = u; return v.f; }
 
@@ -252,7 +253,7 @@ __attribute__((target("avx"))) static void fm_sqrt_avx(float *o, const float *a,
 	for (; i < n; i++) o[i] = sqrtf(a[i]);
 }
 static void fm_sqrt(float *o, const float *a, size_t n) {
-	if (__builtin_cpu_supports("avx")) {
+	if (HPUSIM_AVX()) {
 		fm_sqrt_avx(o, a, n);
 		return;
 	}

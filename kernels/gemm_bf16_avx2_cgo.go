@@ -5,6 +5,7 @@ package kernels
 /*
 #cgo CFLAGS: -O3
 #include <immintrin.h>
+#include "isa.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -19,7 +20,7 @@ enum { B2MR = 6, B2NR = 16, B2KC = 256, B2QC = 4 };
 
 int hpusim_b2_supported(void) {
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	return hpusim_isa_cap() >= HPUSIM_ISA_LEVEL_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
 static inline float b2_f(uint16_t h) {

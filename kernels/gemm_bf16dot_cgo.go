@@ -5,6 +5,7 @@ package kernels
 /*
 #cgo CFLAGS: -O3
 #include <stdint.h>
+#include "isa.h"
 #include <string.h>
 #include <immintrin.h>
 
@@ -22,7 +23,7 @@ enum { MR = 8, NR = 32, KC2 = 128 }; // KC2 k pairs per cache block (16 KB of a 
 
 int hpusim_bf16dot_supported(void) {
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+	return hpusim_isa_cap() >= HPUSIM_ISA_LEVEL_AVX512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 	       __builtin_cpu_supports("avx512bf16");
 }
 

@@ -5,6 +5,7 @@ package kernels
 /*
 #cgo CFLAGS: -O3
 #include <stdint.h>
+#include "isa.h"
 #include <string.h>
 #include <immintrin.h>
 #include "f32tile.h"
@@ -19,7 +20,7 @@ enum { FMR = F32_TILE_MR, FNR = F32_TILE_NR, FKC = 256 };
 
 int hpusim_f32dot_supported(void) {
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512f");
+	return hpusim_isa_cap() >= HPUSIM_ISA_LEVEL_AVX512 && __builtin_cpu_supports("avx512f");
 }
 
 // A (element (i, kk) at a[i*rs + kk*cs]) into ceil(m/FMR) panels of [k][FMR].

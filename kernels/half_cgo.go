@@ -5,16 +5,17 @@ package kernels
 /*
 #cgo CFLAGS: -O3
 #include <stdint.h>
+#include "isa.h"
 #include <stddef.h>
 
 // Bulk bfloat16 <-> float32 conversion, vectorized by the compiler; one clone per ISA,
 // picked at load time. Bit-exact with F32ToBF16/BF16ToF32 in half.go.
-__attribute__((target_clones("avx2", "default")))
+HPUSIM_CLONES_2
 static void hpusim_bf16_to_f32(uint32_t *restrict dst, const uint16_t *restrict src, size_t n) {
 	for (size_t i = 0; i < n; i++) dst[i] = (uint32_t)src[i] << 16;
 }
 
-__attribute__((target_clones("avx2", "default")))
+HPUSIM_CLONES_2
 static void hpusim_f32_to_bf16(uint16_t *restrict dst, const uint32_t *restrict src, size_t n) {
 	for (size_t i = 0; i < n; i++) {
 		uint32_t x = src[i];

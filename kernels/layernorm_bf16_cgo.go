@@ -5,13 +5,14 @@ package kernels
 /*
 #cgo CFLAGS: -O3
 #include <stdint.h>
+#include "isa.h"
 #include "bf16_rows.h"
 
 // layer norm over rows of D bfloat16 values with float32 weight g and bias b (ones and
 // zeros when the op has none), in float32 straight from the bfloat16 rows: mean, biased
 // variance about the mean (two passes over a float32 copy of the row in buf), output
 // rounded once. mean and rstd receive the float32 statistics.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_ln_fwd_bf16(const uint16_t *x, int64_t xs, uint16_t *out, int64_t os, int64_t rows, int64_t D,
                                const float *g, const float *b, float eps, float *mean, float *rstd, float *buf) {
 	const int64_t nv = D / 16 * 16;
@@ -56,7 +57,7 @@ static void hpusim_ln_fwd_bf16(const uint16_t *x, int64_t xs, uint16_t *out, int
 // dyg = dy*g, grad_input = rstd*(dyg - mean(dyg) - xhat*mean(dyg*xhat)) rounded once (gin
 // NULL: not wanted); dw += dy*xhat and db += dy over the rows (float32, this block's
 // partial sums). xb and gb hold D floats each.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_ln_bwd_bf16(const uint16_t *dy, int64_t dys, const uint16_t *x, int64_t xs, uint16_t *gin,
                                int64_t gs, int64_t rows, int64_t D, const float *g, const float *mu, const float *rsd,
                                float *dw, float *db, float *xb, float *gb) {

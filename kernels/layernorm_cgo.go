@@ -6,6 +6,7 @@ package kernels
 #cgo CFLAGS: -O3
 #cgo LDFLAGS: -lm
 #include <stdint.h>
+#include "isa.h"
 #include <string.h>
 #include <math.h>
 
@@ -32,7 +33,7 @@ static inline void ln_moments(const float *x, int64_t n, float *mf, float *vf) {
 	*vf = (float)(((a0 + a1) + (a2 + a3)) / (double)n);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_ln_fwd_f32(const float *x, int64_t xs, float *out, int64_t os, int64_t rows, int64_t D,
                               const float *g, const float *b, float eps, float *mean, float *rstd, int reduced) {
 	for (int64_t r = 0; r < rows; r++) {
@@ -60,7 +61,7 @@ static void hpusim_ln_fwd_f32(const float *x, int64_t xs, float *out, int64_t os
 }
 
 // grad_input rows; g NULL without weight; tmp holds D floats.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_ln_bwd_f32(const float *dy, int64_t dys, const float *x, int64_t xs, float *gin, int64_t gs,
                               int64_t rows, int64_t D, const float *g, const float *mu, const float *rs, float *tmp) {
 	float scale = 1.0f / (float)D;
@@ -98,7 +99,7 @@ static void hpusim_ln_bwd_f32(const float *dy, int64_t dys, const float *x, int6
 }
 
 // weight and bias gradients of n columns (pointers at the block's first column) over rows.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_ln_bwd_cols_f32(const float *dy, int64_t dys, const float *x, int64_t xs, int64_t rows, int64_t n,
                                    const float *mu, const float *rs, float *dw, float *db) {
 	for (int64_t r = 0; r < rows; r++) {
@@ -132,7 +133,7 @@ typedef float v8f __attribute__((vector_size(32)));
 	(r_[0] + r_[1]) + (r_[2] + r_[3]);                                                        \
 })
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static double hpusim_bn_sum(const float *x, int64_t ns, int64_t N, int64_t S, double mean, int sq) {
 	v8d a[2] = {{0}}, mv = {mean, mean, mean, mean, mean, mean, mean, mean};
 	for (int64_t n = 0; n < N; n++) {
@@ -154,7 +155,7 @@ static double hpusim_bn_sum(const float *x, int64_t ns, int64_t N, int64_t S, do
 	return total16(a);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_bn_apply(const float *x, int64_t xns, float *o, int64_t ons, int64_t N, int64_t S, double sd, double hd) {
 	for (int64_t n = 0; n < N; n++) {
 		const float *xs = x + n * xns;
@@ -163,7 +164,7 @@ static void hpusim_bn_apply(const float *x, int64_t xns, float *o, int64_t ons, 
 	}
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_bn_bwd_sums(const float *x, int64_t xns, const float *g, int64_t gns, int64_t N, int64_t S,
                                double mean, double *sum, double *dotp) {
 	v8d s[2] = {{0}}, d[2] = {{0}}, mv = {mean, mean, mean, mean, mean, mean, mean, mean};
@@ -185,7 +186,7 @@ static void hpusim_bn_bwd_sums(const float *x, int64_t xns, const float *g, int6
 	*dotp = total16(d);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_bn_bwd_apply(const float *x, int64_t xns, const float *g, int64_t gns, float *o, int64_t ons,
                                 int64_t N, int64_t S, double mean, double gm, double k, double invstd, double wc,
                                 int training) {
@@ -222,7 +223,7 @@ static inline uint16_t f32_bf16(float f) {
 // a [64,16,28,28] forward against 0.15 ms on CPU).
 #define load8h(p) ((v8d){bf16d((p)[0]), bf16d((p)[1]), bf16d((p)[2]), bf16d((p)[3]), bf16d((p)[4]), bf16d((p)[5]), bf16d((p)[6]), bf16d((p)[7])})
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static double hpusim_bn_sum_bf16(const uint16_t *x, int64_t ns, int64_t N, int64_t S, double mean, int sq) {
 	v8d a[2] = {{0}}, mv = {mean, mean, mean, mean, mean, mean, mean, mean};
 	for (int64_t n = 0; n < N; n++) {
@@ -244,7 +245,7 @@ static double hpusim_bn_sum_bf16(const uint16_t *x, int64_t ns, int64_t N, int64
 	return total16(a);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_bn_apply_bf16(const uint16_t *x, int64_t xns, uint16_t *o, int64_t ons, int64_t N, int64_t S, double sd,
                                  double hd) {
 	for (int64_t n = 0; n < N; n++) {
@@ -254,7 +255,7 @@ static void hpusim_bn_apply_bf16(const uint16_t *x, int64_t xns, uint16_t *o, in
 	}
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_bn_bwd_sums_bf16(const uint16_t *x, int64_t xns, const uint16_t *g, int64_t gns, int64_t N, int64_t S,
                                     double mean, double *sum, double *dotp) {
 	v8d s[2] = {{0}}, d[2] = {{0}}, mv = {mean, mean, mean, mean, mean, mean, mean, mean};
@@ -277,7 +278,7 @@ static void hpusim_bn_bwd_sums_bf16(const uint16_t *x, int64_t xns, const uint16
 	*dotp = total16(d);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_bn_bwd_apply_bf16(const uint16_t *x, int64_t xns, const uint16_t *g, int64_t gns, uint16_t *o, int64_t ons,
                                      int64_t N, int64_t S, double mean, double gm, double k, double invstd, double wc,
                                      int training) {

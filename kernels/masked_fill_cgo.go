@@ -5,13 +5,14 @@ package kernels
 /*
 #cgo CFLAGS: -O3
 #include <stdint.h>
+#include "isa.h"
 
 // o[i] = m[i] ? v : s[i] over n elements (in place when o == s): branch-free blends.
-__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+HPUSIM_CLONES_V4_2
 static void hpusim_masked_fill16(uint16_t *o, const uint16_t *s, const uint8_t *m, int64_t n, uint16_t v) {
 	for (int64_t i = 0; i < n; i++) o[i] = m[i] ? v : s[i];
 }
-__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+HPUSIM_CLONES_V4_2
 static void hpusim_masked_fill32(uint32_t *o, const uint32_t *s, const uint8_t *m, int64_t n, uint32_t v) {
 	for (int64_t i = 0; i < n; i++) o[i] = m[i] ? v : s[i];
 }

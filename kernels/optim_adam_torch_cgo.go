@@ -10,6 +10,7 @@ package kernels
 // place: the parameters, moments and maxima are read and written.
 #pragma GCC optimize ("fp-contract=off", "no-trapping-math")
 #include <stdint.h>
+#include "isa.h"
 #include <math.h>
 #include <dlfcn.h>
 
@@ -18,7 +19,7 @@ typedef struct {
 	int32_t has_decay, has_l2, maximize, amsgrad;
 } hpusim_adam_k;
 
-#define ADAM_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define ADAM_CLONES HPUSIM_CLONES_V4_V3
 
 static inline float adam_bf2f(uint16_t b) { union { uint32_t u; float f; } v; v.u = (uint32_t)b << 16; return v.f; }
 static inline uint16_t adam_f2bf(float f) {

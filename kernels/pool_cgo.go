@@ -8,9 +8,10 @@ package kernels
 // (Go does not). Same comparisons as pool2x2PlaneGo, hence the same maxima and indices.
 #pragma GCC optimize ("no-trapping-math")
 #include <stdint.h>
+#include "isa.h"
 #include <immintrin.h>
 
-#define CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define CLONES HPUSIM_CLONES_V3
 
 CLONES static void pool2x2_row(const float *r0, const float *r1, float *y, int64_t *ix, int64_t base,
                                int64_t W, int64_t OW) {
@@ -75,7 +76,7 @@ __attribute__((target("avx512f"))) static void pool2x2_row_avx512(const float *r
 static void hpusim_pool2x2_planes(const float *x, float *y, int64_t *ix, int64_t lo, int64_t hi, int64_t C,
                                   int64_t xn, int64_t xc, int64_t yn, int64_t yc, int64_t in_, int64_t ic,
                                   int64_t W, int64_t OH, int64_t OW) {
-	const int wide = __builtin_cpu_supports("avx512f");
+	const int wide = HPUSIM_AVX512F();
 	for (int64_t pc = lo; pc < hi; pc++) {
 		int64_t n = pc / C, c = pc % C;
 		const float *xp = x + n * xn + c * xc;

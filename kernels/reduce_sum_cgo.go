@@ -5,6 +5,7 @@ package kernels
 /*
 #cgo CFLAGS: -O3
 #include <stdint.h>
+#include "isa.h"
 #include <string.h>
 
 // cascadeSum (reduce_sum_fast.go) for contiguous series (ks == 1): nrows columns, term i
@@ -120,29 +121,29 @@ CASCADE_SPLIT(cascade_f64, double, cascade_f64_any, cascade_f64_32, 32, cascade_
 INNER(inner_f32, cascade_f32, float)
 INNER(inner_f64, cascade_f64, double)
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_cascade_f32(const float *p, int64_t is, int64_t size, int64_t nrows, int64_t power, float *acc) {
 	cascade_f32(p, is, size, nrows, power, acc);
 }
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_cascade_f64(const double *p, int64_t is, int64_t size, int64_t nrows, int64_t power, double *acc) {
 	cascade_f64(p, is, size, nrows, power, acc);
 }
 // Column sums of bfloat16 data in float32: nrows (a multiple of 32) columns, term i of
 // column k at p[i*is + k], each widened exactly and summed in CASCADE's order, so the
 // sums equal the float32 cascade over a widened copy. Sums in out[0:nrows].
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_cascade_bf16(const uint16_t *p, int64_t is, int64_t size, int64_t nrows, int64_t power, float *out) {
 	int64_t k = 0;
 	for (; k + 64 <= nrows; k += 64) cascade_bf16_64(p + k, is, size, power, out + k);
 	for (; k + 32 <= nrows; k += 32) cascade_bf16_32(p + k, is, size, power, out + k);
 }
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_inner_f32(const float *base, int64_t rs, int64_t rows, int64_t size0, int64_t L, int64_t power,
                              float *acc, float *out) {
 	inner_f32(base, rs, rows, size0, L, power, acc, out);
 }
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_inner_f64(const double *base, int64_t rs, int64_t rows, int64_t size0, int64_t L, int64_t power,
                              double *acc, double *out) {
 	inner_f64(base, rs, rows, size0, L, power, acc, out);

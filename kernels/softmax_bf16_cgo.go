@@ -6,13 +6,14 @@ package kernels
 #cgo CFLAGS: -O3
 #cgo LDFLAGS: -lm
 #include <stdint.h>
+#include "isa.h"
 #include "bf16_rows.h"
 
 // softmax (log: log_softmax) over rows of n bfloat16 values (row strides xs, ys in
 // elements) in one pass each: float32 max, exps and their sum in 16 lanes, one rounding
 // per result. A row holding NaN or +inf gives NaN throughout (its exps sum to NaN), as does
 // a row of -inf only: torch's results.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_softmax_bf16(const uint16_t *x, int64_t xs, uint16_t *y, int64_t ys, int64_t rows, int64_t n,
                                 int islog, float *buf) {
 	const int64_t nv = n / 16 * 16;
@@ -70,7 +71,7 @@ static void hpusim_softmax_bf16(const uint16_t *x, int64_t xs, uint16_t *y, int6
 
 // the gradient of softmax (log: log_softmax) over rows of n bfloat16 values: grad_input =
 // (g - sum(g*y)) * y, or g - exp(y) * sum(g), in float32, rounded once. o may be g or y.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_softmax_bwd_bf16(const uint16_t *g, int64_t gs, const uint16_t *y, int64_t ys, uint16_t *o,
                                     int64_t os, int64_t rows, int64_t n, int islog) {
 	const int64_t nv = n / 16 * 16;

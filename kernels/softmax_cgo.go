@@ -6,6 +6,7 @@ package kernels
 #cgo CFLAGS: -O3
 #cgo LDFLAGS: -lm
 #include <stdint.h>
+#include "isa.h"
 #include <string.h>
 #include <math.h>
 
@@ -50,7 +51,7 @@ static inline float round_bf16(float f) {
 // softmaxBwdRowF32 over the last dim for rows rows of n floats (row strides gs, ys, os);
 // seq: the sums run sequentially (SoftmaxBackward's generic bfloat16 rows) instead of in
 // reduce_all order. o may alias g or y.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_softmax_bwd_f32(const float *g, int64_t gs, const float *y, int64_t ys, float *o, int64_t os,
                                    int64_t rows, int64_t n, int islog, int seq) {
 	for (int64_t j = 0; j < rows; j++) {
@@ -82,7 +83,7 @@ static void hpusim_softmax_bwd_f32(const float *g, int64_t gs, const float *y, i
 // marks a row whose sum of exps is NaN (the caller redoes it). bf16: softmaxRow32's
 // bfloat16 last-dim rows instead (sequential sum of exps, log's sum and its log rounded
 // to bfloat16).
-__attribute__((target_clones("avx512f", "avx2", "default")))
+HPUSIM_CLONES_512_2
 static void hpusim_softmax_f32(const float *x, int64_t xs, float *y, int64_t ys, int64_t rows, int64_t n,
                                int islog, int lastdim, uint8_t *bad, int bf16) {
 	for (int64_t j = 0; j < rows; j++) {

@@ -149,7 +149,8 @@ def _cpuinfo(tmp_path, vendor: str, flags: str) -> str:
     return str(p)
 
 
-def test_openblas_coretype_only_for_amd_with_avx512(tmp_path):
+def test_openblas_coretype_only_for_amd_with_avx512(tmp_path, monkeypatch):
+    monkeypatch.delenv("HPUSIM_ISA", raising=False)
     avx512 = "fpu sse2 avx avx2 fma avx512f avx512dq avx512cd avx512bw avx512vl avx512_bf16"
     assert _native.openblas_coretype(_cpuinfo(tmp_path, "AuthenticAMD", avx512)) == "SkylakeX"
     # Zen 1-3: AVX2 only, OpenBLAS's own choice stands.
@@ -159,6 +160,17 @@ def test_openblas_coretype_only_for_amd_with_avx512(tmp_path):
     # Intel CPUs with AVX-512 are detected by OpenBLAS itself.
     assert _native.openblas_coretype(_cpuinfo(tmp_path, "GenuineIntel", avx512)) is None
     assert _native.openblas_coretype(str(tmp_path / "missing")) is None
+
+
+def test_openblas_coretype_follows_hpusim_isa(tmp_path, monkeypatch):
+    # HPUSIM_ISA caps OpenBLAS's kernel set with the kernels' own (kernels/isa.h)
+    avx512 = "fpu sse2 avx avx2 fma avx512f avx512dq avx512cd avx512bw avx512vl"
+    monkeypatch.setenv("HPUSIM_ISA", "avx2")
+    assert _native.openblas_coretype(_cpuinfo(tmp_path, "AuthenticAMD", avx512)) == "Haswell"
+    assert _native.openblas_coretype(_cpuinfo(tmp_path, "GenuineIntel", avx512)) == "Haswell"
+    assert _native.openblas_coretype(_cpuinfo(tmp_path, "GenuineIntel", "fpu sse2")) is None
+    monkeypatch.setenv("HPUSIM_ISA", "generic")
+    assert _native.openblas_coretype(_cpuinfo(tmp_path, "GenuineIntel", avx512)) == "Prescott"
 
 
 def test_loaded_openblas_uses_the_chosen_kernels():

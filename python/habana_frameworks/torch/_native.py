@@ -68,7 +68,8 @@ def openblas_coretype(cpuinfo: str = "/proc/cpuinfo") -> str | None:
 
     OpenBLAS 0.3.21 (Debian 12's) runs its AVX2 "Haswell" kernels on AMD Zen 4, although
     Zen 4 has AVX-512: there its "SkylakeX" kernels run sgemm about 1.8x faster. It picks
-    the AVX-512 kernels on Intel CPUs that have them, so this answers only for AMD ones."""
+    the AVX-512 kernels on Intel CPUs that have them, so this answers only for AMD ones,
+    and for any CPU under HPUSIM_ISA=avx2 (Haswell) or generic (Prescott)."""
     try:
         with open(cpuinfo) as f:
             vendor, flags = "", set()
@@ -82,6 +83,12 @@ def openblas_coretype(cpuinfo: str = "/proc/cpuinfo") -> str | None:
                     break
     except OSError:
         return None
+    # HPUSIM_ISA caps the kernels' instruction set (kernels/isa.h): OpenBLAS's too
+    isa = os.environ.get("HPUSIM_ISA")
+    if isa == "generic":
+        return "Prescott"
+    if isa == "avx2" and "avx2" in flags:
+        return "Haswell"
     if vendor == "AuthenticAMD" and all(f in flags for f in _AVX512):
         return "SkylakeX"
     return None
