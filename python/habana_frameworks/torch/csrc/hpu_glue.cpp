@@ -174,6 +174,11 @@ static std::atomic<bool> g_has_hpu{false};
 
 }  // namespace hpusim_glue
 
+namespace hpusim_random {  // hpu_random.cpp
+at::Generator new_generator();
+const at::Generator& default_generator();
+}  // namespace hpusim_random
+
 // The registry key is the class name, so this class must be called HPUHooks.
 struct HPUHooks final : public at::HPUHooksInterface {
   HPUHooks(at::HPUHooksArgs) {}
@@ -187,6 +192,11 @@ struct HPUHooks final : public at::HPUHooksInterface {
   }
   bool isPinnedPtr(const void* p) const override { return hpusim_glue::is_pinned_ptr(p); }
   c10::Allocator* getPinnedMemoryAllocator() const override { return &hpusim_glue::g_pinned_allocator; }
+  // As the bridge: CPU generators (hpu_random.cpp), so torch.Generator(device="hpu") works.
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
+    return hpusim_random::default_generator();
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex) const override { return hpusim_random::new_generator(); }
 };
 namespace at {
 REGISTER_HPU_HOOKS(HPUHooks);

@@ -1,7 +1,14 @@
 """The hpu random generator. Only device 0 has one, as in the bridge.
 
-The generator is a Philox/MT state held on the host; every random op on hpu draws from it,
-so torch.hpu.manual_seed makes hpu randomness reproducible independently of the CPU's.
+As in the bridge, hpu generators are CPU generators (a Mersenne-Twister state held on the
+host, device "cpu"), made in C++ (csrc/hpu_random.cpp): the HPU hooks' default generator,
+which is `default_generators[0]`, and a new one for each `torch.Generator(device="hpu")`,
+seeded like the bridge's with the CPU default generator's current seed. Every random op on
+hpu draws a (seed, offset) pair for its Philox kernel from the generator it is given (this
+one when none), so torch.hpu.manual_seed makes hpu randomness reproducible independently of
+the CPU's. For a given seed, any generator (this one, an hpu one, a plain CPU one) gives the
+same hpu numbers; they differ from CPU's numbers for that seed (a different algorithm, as on
+Gaudi).
 """
 from __future__ import annotations
 
@@ -9,10 +16,11 @@ from typing import Any, Iterable
 
 import torch
 
+from .. import _native
 from ._utils import _get_device_index
 
-default_generators: tuple[torch.Generator, ...] = (torch.Generator(),)
-default_generators[0].manual_seed(67280421310721)  # torch's default seed
+default_generators: tuple[torch.Generator, ...] = (
+    _native.glue_module("habana_frameworks.torch._random_C").default_generator(),)
 
 
 def _only_device0(device: Any, what: str) -> None:
