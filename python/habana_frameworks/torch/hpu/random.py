@@ -19,8 +19,20 @@ import torch
 from .. import _native
 from ._utils import _get_device_index
 
-default_generators: tuple[torch.Generator, ...] = (
-    _native.glue_module("habana_frameworks.torch._random_C").default_generator(),)
+
+def _hooks_default_generator() -> torch.Generator:
+    try:
+        return _native.glue_module("habana_frameworks.torch._random_C").default_generator()
+    except ImportError:  # a glue library built before csrc/hpu_random.cpp: rebuild it (setup.py build_native)
+        import warnings
+        warnings.warn("hpusim: the glue library has no _random_C (built before csrc/hpu_random.cpp); "
+                      "torch.hpu's default generator is a Python one until it is rebuilt")
+        g = torch.Generator()
+        g.manual_seed(torch.initial_seed())
+        return g
+
+
+default_generators: tuple[torch.Generator, ...] = (_hooks_default_generator(),)
 
 
 def _only_device0(device: Any, what: str) -> None:
