@@ -168,7 +168,7 @@ func pinnedFree(p unsafe.Pointer) bool {
 // record captures one call and runs it at once.
 func (cp *capture) record(op *Op, c *Call) error {
 	eff := effectsOf(op, len(c.T))
-	n := node{op: op, eff: eff, args: make([]operand, len(c.T)), ints: c.I, fl: c.F}
+	n := node{op: op, eff: eff, args: make([]operand, len(c.T)), ints: c.I, fl: c.F, label: c.Label}
 	captureMu.Lock()
 	if cp.err != nil {
 		captureMu.Unlock()
@@ -790,12 +790,12 @@ func runPlan(g *graph, p *plan, id string) error {
 	for _, st := range p.steps {
 		if st.group == nil {
 			if err := runBound(g, p, st.node); err != nil {
-				return fmt.Errorf("%s failed in op %s: %v", id, g.nodes[st.node].op.Name, err)
+				return nodeFailure(id, &g.nodes[st.node], err)
 			}
 			continue
 		}
 		if failed, err := runGroup(g, p, st.group); err != nil {
-			return fmt.Errorf("%s failed in op %s: %v", id, g.nodes[failed].op.Name, err)
+			return nodeFailure(id, &g.nodes[failed], err)
 		}
 	}
 	return nil
@@ -815,7 +815,7 @@ func runPlanTimed(g *graph, p *plan, id string) error {
 		}
 		opTimes.add("recipe: "+stepName(g, nodes), time.Since(t0))
 		if err != nil {
-			return fmt.Errorf("%s failed in op %s: %v", id, g.nodes[failed].op.Name, err)
+			return nodeFailure(id, &g.nodes[failed], err)
 		}
 	}
 	return nil

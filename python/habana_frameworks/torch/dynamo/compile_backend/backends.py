@@ -12,7 +12,9 @@ import torch
 from torch._dynamo.backends.registry import register_backend
 
 from .._env_flags import truthy
-from . import config
+from . import config, fake_layouts
+
+fake_layouts.install()
 
 
 def import_compilers() -> None:
@@ -33,6 +35,7 @@ def hpu_backend(graph_module: torch.fx.GraphModule, example_inputs: list[Any], *
         raise RuntimeError("Use of torch.compile is prohibited by PT_HPU_DISALLOW_TORCH_COMPILE.")
     from torch._dynamo.backends.common import aot_autograd
 
+    fake_layouts.install(import_modules=True)
     from . import fast_runtime
     from .compilers import hpu_inference_compiler, hpu_training_compiler_bw, hpu_training_compiler_fw
     from .decomposition import get_hpu_decompositions

@@ -15,7 +15,7 @@ from ...utils import internal as _internal
 from . import graph_dump
 from . import fast_runtime
 from .logger import logger
-from .passes import PassContext, pass_restride_view_inputs, run_passes
+from .passes import PassContext, pass_restride_view_inputs, pass_views_follow_runtime_layout, run_passes
 from .recipe_compiler import _count
 
 _graph_ids = itertools.count()
@@ -56,8 +56,9 @@ def hpu_compiler_inner(gm: torch.fx.GraphModule, example_inputs: list[Any], is_t
             logger.warn("torch.compile with hpu_backend is not supported in lazy mode (PT_HPU_LAZY_MODE=1); "
                         "%s runs as lazy ops", graph_name)
         # Lazy ops keep their inputs' layout too: views still need the traced strides.
-        pass_restride_view_inputs(PassContext(gm, example_inputs, graph_name, is_training, is_backward,
-                                              _is_dynamic(gm)))
+        lazy_ctx = PassContext(gm, example_inputs, graph_name, is_training, is_backward, _is_dynamic(gm))
+        pass_restride_view_inputs(lazy_ctx)
+        pass_views_follow_runtime_layout(lazy_ctx)
         compiled = _boxed(gm.forward)
         compiled.graph_name = graph_name  # type: ignore[attr-defined]
         return compiled

@@ -168,6 +168,43 @@ def pass_restride_view_inputs(ctx: PassContext) -> bool:
     return bool(dense)
 
 
+_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+
+
+def _traced_layout_trusted(node: torch.fx.Node, is_backward: bool) -> bool:
+    """Whether node's run-time strides are the traced ones: an input of a forward or
+    inference graph (dynamo guards its strides). Computed values are not: torch's meta
+    functions do not always give the strides its CPU kernels (and hpusim's) give
+    (softplus_backward with a transposed grad: the meta follows self's layout, the kernel
+    the grad's), and a backward graph's saved activations carry the forward's run-time
+    strides."""
+    return node.op == "placeholder" and not is_backward
+
+
+def pass_views_follow_runtime_layout(ctx: PassContext) -> bool:
+    """`view` / `_unsafe_view` of a value whose run-time layout may differ from the traced
+    one become `reshape`: the same view where the run-time strides allow it, a dense copy
+    where they do not (Mamba's backward: a view of softplus_backward's result, which the
+    meta traced contiguous and the kernel makes transposed, "view size is not compatible
+    with input tensor's size and stride"; it fails so under aot_eager on CPU too). AOT's
+    graphs are functional, so a copy in place of a view of an intermediate changes no
+    value; within one input signature a recipe records the one that ran."""
+    changed = 0
+    for node in ctx.graph_module.graph.nodes:
+        if node.op != "call_function" or node.target not in _VIEWS:
+            continue
+        src = node.args[0]
+        if not isinstance(src, torch.fx.Node) or _traced_layout_trusted(src, ctx.is_backward):
+            continue
+        node.target = torch.ops.aten.reshape.default
+        changed += 1
+    if changed:
+        ctx.graph_module.graph.lint()
+        ctx.graph_module.recompile()
+        logger.debug("%s: %d views of computed values take their run-time layout (reshape)", ctx.graph_name, changed)
+    return bool(changed)
+
+
 def pass_mark_placement(ctx: PassContext) -> bool:
     ctx.placement_counts = mark_placement(ctx.graph_module, ctx.is_dynamic)
     return True
@@ -501,7 +538,7 @@ def pass_compile_clusters(ctx: PassContext) -> bool:
 
 _PASSES: dict[OptimizationPassPlacement, list[Pass]] = {
     OptimizationPassPlacement.PRE_PLACEMENT: [pass_graph_print, pass_fake_propagation, pass_fuse_optimizer_steps,
-                                              pass_restride_view_inputs,
+                                              pass_restride_view_inputs, pass_views_follow_runtime_layout,
                                               pass_mark_placement,
                                               pass_wa_mixed_devices, pass_fold_host_scalar_math, pass_graph_print],
     OptimizationPassPlacement.PRE_PARTITIONER: [pass_graph_print, pass_eagerize_leaf_views],

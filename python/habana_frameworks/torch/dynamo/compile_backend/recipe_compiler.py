@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import torch
 
+from ... import _native
 from .logger import logger
 
 try:
@@ -313,17 +314,32 @@ def _fetch_attr(mod: torch.nn.Module, target: str):
     return mod
 
 
-def _located_error(e: Exception, runner: ClusterRunner) -> Exception:
-    msg = f"{e}\n(hpu_backend: while running {runner.graph_name}.{runner.name}: {runner.ops_summary()})"
+def _eager_class(e: Exception) -> tuple[type, str]:
+    """The exception class eager hpu raises for e, and its message. A recipe's replay (C++,
+    hpu_recipe.cpp) raises a plain RuntimeError with the Go error, whose labelled node names
+    the class CPU raises first ("IndexError: index_select: index out of range in self ...",
+    bridge/nodeerr.go): an out-of-range embedding index is an IndexError, as in eager mode."""
+    msg = str(e)
+    if type(e) in (RuntimeError, _native.NativeError):
+        kind, sep, rest = msg.partition(": ")
+        cls = _native._ERROR_CLASSES.get(kind) if sep else None
+        if cls is not None:
+            return cls, rest
+    return type(e), msg
+
+
+def _rebuilt(e: Exception, where: str) -> Exception:
+    cls, msg = _eager_class(e)
+    msg = f"{msg}\n(hpu_backend: while running {where})"
     try:
-        return type(e)(msg)
+        return cls(msg)
     except Exception:
         return ClusterError(msg)
+
+
+def _located_error(e: Exception, runner: ClusterRunner) -> Exception:
+    return _rebuilt(e, f"{runner.graph_name}.{runner.name}: {runner.ops_summary()}")
 
 
 def _named_error(e: Exception, node: torch.fx.Node, runner: ClusterRunner) -> Exception:
-    msg = f"{e}\n(hpu_backend: while running {node.target} (node {node.name}) in {runner.graph_name}.{runner.name})"
-    try:
-        return type(e)(msg)
-    except Exception:
-        return ClusterError(msg)
+    return _rebuilt(e, f"{node.target} (node {node.name}) in {runner.graph_name}.{runner.name}")
