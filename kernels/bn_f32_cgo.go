@@ -183,48 +183,31 @@ BNF_TARGET static void bnf_bwd_apply(const float *x, int64_t xns, const float *g
 		}
 	}
 }
-// The same kernels in AVX2/FMA float32 lanes (8 wide, as torch's Vectorized<float> on an
-// AVX2 CPU), for CPUs without AVX-512; tails run scalar into the same float32 partials.
+// The same kernels for CPUs without AVX-512: sums in float64 lanes, applies in AVX2/FMA
+// float32 lanes (8 wide, as torch's Vectorized<float> on an AVX2 CPU).
 #define BNF2_TARGET __attribute__((target("avx2,fma")))
 
-BNF2_TARGET static inline float bnf2_hsum(__m256 v) {
-	__m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-	lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-	return _mm_cvtss_f32(lo);
+// Sums in float64 lanes (4 wide), as torch's CPU batch norm accumulates float in double:
+// float32 partials lose the gradient sums to cancellation (r3d_18's stem: 100x CPU's error).
+BNF2_TARGET static inline double bnf2_hsum_pd(__m256d v) {
+	__m128d lo = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+	return _mm_cvtsd_f64(_mm_add_sd(lo, _mm_unpackhi_pd(lo, lo)));
 }
 
 BNF2_TARGET static inline void bnf2_row_moments(const float *xs, int64_t S, float K, double *ds, double *dq) {
-	const __m256 kv = _mm256_set1_ps(K);
-	__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+	const __m256d kv = _mm256_set1_pd((double)K);
+	__m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), b0 = _mm256_setzero_pd(), b1 = _mm256_setzero_pd();
 	int64_t i = 0;
-	for (; i + 16 <= S; i += 16) {
-		__m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(xs + i), kv), d1 = _mm256_sub_ps(_mm256_loadu_ps(xs + i + 8), kv);
-		a0 = _mm256_add_ps(a0, d0);
-		a1 = _mm256_add_ps(a1, d1);
-		b0 = _mm256_fmadd_ps(d0, d0, b0);
-		b1 = _mm256_fmadd_ps(d1, d1, b1);
+	for (; i + 8 <= S; i += 8) {
+		__m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(xs + i)), kv);
+		__m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(xs + i + 4)), kv);
+		a0 = _mm256_add_pd(a0, d0);
+		a1 = _mm256_add_pd(a1, d1);
+		b0 = _mm256_fmadd_pd(d0, d0, b0);
+		b1 = _mm256_fmadd_pd(d1, d1, b1);
 	}
-	if (i + 8 <= S) {
-		__m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(xs + i), kv);
-		a0 = _mm256_add_ps(a0, d0);
-		b0 = _mm256_fmadd_ps(d0, d0, b0);
-		i += 8;
-	}
-	float ts = 0, tq = 0;
+	double s = bnf2_hsum_pd(_mm256_add_pd(a0, a1)), q = bnf2_hsum_pd(_mm256_add_pd(b0, b1));
 	for (; i < S; i++) {
-		float d = xs[i] - K;
-		ts += d;
-		tq = __builtin_fmaf(d, d, tq);
-	}
-	float rs = bnf2_hsum(_mm256_add_ps(a0, a1)) + ts, rq = bnf2_hsum(_mm256_add_ps(b0, b1)) + tq;
-	if (bnf_finite(rs) && bnf_finite(rq)) {
-		*ds = rs;
-		*dq = rq;
-		return;
-	}
-	double s = 0, q = 0;
-	for (i = 0; i < S; i++) {
 		double d = (double)xs[i] - (double)K;
 		s += d;
 		q += d * d;
@@ -272,37 +255,22 @@ BNF2_TARGET static void bnf2_apply(const float *x, int64_t xns, float *o, int64_
 
 BNF2_TARGET static void bnf2_bwd_sums(const float *x, int64_t xns, const float *g, int64_t gns, int64_t N, int64_t S,
                                       float mf, double *sum, double *dotp) {
-	const __m256 mv = _mm256_set1_ps(mf);
+	const __m256d mv = _mm256_set1_pd((double)mf);
 	double s = 0, d = 0;
 	for (int64_t n = 0; n < N; n++) {
 		const float *xs = x + n * xns, *gs = g + n * gns;
-		__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps();
+		__m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), d0 = _mm256_setzero_pd(), d1 = _mm256_setzero_pd();
 		int64_t i = 0;
-		for (; i + 16 <= S; i += 16) {
-			__m256 g0 = _mm256_loadu_ps(gs + i), g1 = _mm256_loadu_ps(gs + i + 8);
-			s0 = _mm256_add_ps(s0, g0);
-			s1 = _mm256_add_ps(s1, g1);
-			d0 = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(xs + i), mv), g0, d0);
-			d1 = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(xs + i + 8), mv), g1, d1);
+		for (; i + 8 <= S; i += 8) {
+			__m256d g0 = _mm256_cvtps_pd(_mm_loadu_ps(gs + i)), g1 = _mm256_cvtps_pd(_mm_loadu_ps(gs + i + 4));
+			s0 = _mm256_add_pd(s0, g0);
+			s1 = _mm256_add_pd(s1, g1);
+			d0 = _mm256_fmadd_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(xs + i)), mv), g0, d0);
+			d1 = _mm256_fmadd_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(xs + i + 4)), mv), g1, d1);
 		}
-		if (i + 8 <= S) {
-			__m256 g0 = _mm256_loadu_ps(gs + i);
-			s0 = _mm256_add_ps(s0, g0);
-			d0 = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(xs + i), mv), g0, d0);
-			i += 8;
-		}
-		float ts = 0, td = 0;
+		s += bnf2_hsum_pd(_mm256_add_pd(s0, s1));
+		d += bnf2_hsum_pd(_mm256_add_pd(d0, d1));
 		for (; i < S; i++) {
-			ts += gs[i];
-			td = __builtin_fmaf(xs[i] - mf, gs[i], td);
-		}
-		float rs = bnf2_hsum(_mm256_add_ps(s0, s1)) + ts, rd = bnf2_hsum(_mm256_add_ps(d0, d1)) + td;
-		if (bnf_finite(rs) && bnf_finite(rd)) {
-			s += rs;
-			d += rd;
-			continue;
-		}
-		for (i = 0; i < S; i++) {
 			s += gs[i];
 			d += ((double)xs[i] - (double)mf) * gs[i];
 		}
