@@ -125,8 +125,9 @@ OPTIMIZERS = {
 }
 
 
-# (SGD with momentum: tests/test_compile.py's reference models; swept on gpt2 and resnet too)
-@pytest.mark.parametrize("family,optim", [("gpt2", "adamw"), ("resnet", "adam")])
+# (SGD with momentum and AdamW on the reference models: tests/test_compile.py; SGD-momentum,
+# Adam and AdamW on gpt2 and resnet were swept alike and left out for time)
+@pytest.mark.parametrize("family,optim", [("gpt2", "adamw")])
 def test_whole_train_step_compiled(family, optim, fallback_counter):
     torch.manual_seed(0)
     model, x = getattr(fam, family)()
