@@ -2,32 +2,38 @@ package kernels
 
 import "math"
 
-// expPoly32 is exp(x) rounded to float32: a float64 evaluation rounded once, accurate to
-// ~3e-13 relative, so it equals float32(math.Exp(float64(x))) except within 3e-13 of a
-// rounding boundary (then it may be one ulp off). exp(x) = 2^k * e^r, k = round(x/ln 2),
-// |r| <= ln2/2, e^r by its degree-10 Taylor polynomial; k is read from the bits of the
-// rounded value. softmax_cgo.go evaluates the very same operations in C (vectorized), so
-// both give identical bits.
-func expPoly32(x float32) float32 {
-	switch {
-	case x != x:
-		return x
-	case x > 88.72284:
-		return float32(math.Inf(1))
-	case x < -104:
-		return 0
+// expFloat32 is exp(x) in float32 arithmetic, within about one ulp of the correctly rounded
+// value: expf32.h's hp_expf32 operation for operation (each product and sum rounded to
+// float32, none fused: the explicit conversions forbid fusing on every architecture), so
+// the Go and C softmax rows give the same bits. See expf32.h for the method.
+func expFloat32(x float32) float32 {
+	xc := x
+	if !(xc > -110) { // NaN too
+		xc = -110
 	}
-	const (
-		log2e    = 1.4426950408889634
-		ln2Hi    = 6.93147180369123816490e-01
-		ln2Lo    = 1.90821492927058770002e-10
-		roundMag = 1 << 52 * 1.5 // adding it rounds to an integer, kept in the low bits
-	)
-	xd := float64(x)
-	kr := xd*log2e + roundMag
-	k := int64(math.Float64bits(kr) - math.Float64bits(roundMag))
-	kd := kr - roundMag
-	r := (xd - kd*ln2Hi) - kd*ln2Lo
-	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040+r*(1.0/40320+r*(1.0/362880+r*(1.0/3628800))))))))))
-	return float32(p * math.Float64frombits(uint64(k+1023)<<52))
+	if !(xc < 89) {
+		xc = 89
+	}
+	const magic = 12582912.0 // 1.5 * 2^23
+	kf := float32(float32(float32(xc*1.44269502)+magic) - magic)
+	r := float32(xc - float32(kf*0.693145751953125))
+	r = float32(r - float32(kf*1.42860677e-06))
+	q := float32(1.98412701e-4)
+	q = float32(float32(q*r) + 1.38888892e-3)
+	q = float32(float32(q*r) + 8.33333377e-3)
+	q = float32(float32(q*r) + 4.16666679e-2)
+	q = float32(float32(q*r) + 1.66666672e-1)
+	q = float32(float32(q*r) + 0.5)
+	p := float32(r + float32(float32(r*r)*q))
+	y := float32(1 + p)
+	k := int32(kf)
+	k1 := k >> 1
+	k2 := k - k1
+	s1 := math.Float32frombits(uint32(k1+127) << 23)
+	s2 := math.Float32frombits(uint32(k2+127) << 23)
+	y = float32(float32(y*s1) * s2)
+	if x != x {
+		return x
+	}
+	return y
 }

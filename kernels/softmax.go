@@ -151,7 +151,9 @@ func rowMax32(x []float32) float32 {
 	return mx
 }
 
-func exp32(v float32) float32 { return expPoly32(v) }
+// exp32 is the softmax rows' exp: float32 arithmetic within an ulp of exp (expf32.h), as
+// torch's vectorized CPU kernels compute it in float32 too.
+func exp32(v float32) float32 { return expFloat32(v) }
 
 // softmaxBwdRowF32 is one float32 row of SoftmaxBackward into o (which may alias g or
 // y); softmax_cgo.go has the same in C for the last dim.

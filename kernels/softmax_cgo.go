@@ -11,32 +11,11 @@ package kernels
 #include <math.h>
 
 // Every floating-point operation below must round exactly like its Go counterpart
-// (expPoly32, vecSum, softmaxRowF32): no contraction into fused multiply-adds. Comparisons
+// (expFloat32, vecSum, softmaxRowF32): no contraction into fused multiply-adds. Comparisons
 // may not trap (no FP exceptions are observed), so selects become vector blends.
 #pragma GCC optimize("fp-contract=off", "no-trapping-math")
 
-static inline float hp_expf(float x) {
-	const double log2e = 1.4426950408889634, ln2hi = 6.93147180369123816490e-01,
-	             ln2lo = 1.90821492927058770002e-10, mag = 6755399441055744.0;
-	// clamped, so every lane computes the same operations: beyond the clamps the
-	// result over- or underflows float32 anyway (inf, 0); NaN stays NaN
-	x = x > 88.8f ? 88.8f : x;
-	x = x < -104.5f ? -104.5f : x;
-	double xd = x;
-	double kr = xd * log2e + mag;
-	int64_t kb, mb;
-	memcpy(&kb, &kr, 8);
-	memcpy(&mb, &mag, 8);
-	double kd = kr - mag;
-	double r = (xd - kd * ln2hi) - kd * ln2lo;
-	double p = 1 + r * (1 + r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (1.0 / 720 +
-	           r * (1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (1.0 / 3628800))))))))));
-	uint64_t sb = (uint64_t)(kb - mb + 1023) << 52;
-	double scale;
-	memcpy(&scale, &sb, 8);
-	return (float)(p * scale);
-}
-
+#include "expf32.h"
 #include "vec16.h"
 
 // RoundBF16 in half.go: the nearest bfloat16 (ties to even) as a float; NaN is the caller's.
@@ -65,7 +44,7 @@ static void hpusim_softmax_bwd_f32(const float *g, int64_t gs, const float *y, i
 			} else {
 				s = vecsum16(gr, n);
 			}
-			for (int64_t i = 0; i < n; i++) orow[i] = gr[i] - hp_expf(yr[i]) * s;
+			for (int64_t i = 0; i < n; i++) orow[i] = gr[i] - hp_expf32(yr[i]) * s;
 		} else {
 			float s;
 			if (seq) {
@@ -97,7 +76,7 @@ static void hpusim_softmax_f32(const float *x, int64_t xs, float *y, int64_t ys,
 		float mx = -INFINITY;
 		for (int l = 0; l < 16; l++) mx = m[l] > mx ? m[l] : mx;
 		for (; i < n; i++) mx = xr[i] > mx ? xr[i] : mx;
-		for (i = 0; i < n; i++) yr[i] = hp_expf(xr[i] - mx);
+		for (i = 0; i < n; i++) yr[i] = hp_expf32(xr[i] - mx);
 		float s;
 		if (lastdim && !bf16) {
 			s = vecsum16(yr, n);
