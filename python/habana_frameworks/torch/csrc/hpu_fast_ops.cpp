@@ -101,7 +101,7 @@ enum Op {
   kSigmoid, kTanh, kNeg, kAbs, kMm, kBmm, kAddmm,
   kRelu, kThresholdBackward, kCopyFrom, kFill, kLocalScalarDense, kSum,
   kSoftmax, kLogSoftmax, kSoftmaxBackward, kLogSoftmaxBackward, kNllForward, kNllBackward,
-  kLayerNorm, kLayerNormBackward, kGelu, kGeluBackward, kMaskedFill, kMaskedFillOut, kNumOps
+  kLayerNorm, kLayerNormBackward, kGelu, kGeluBackward, kMaskedFill, kMaskedFillOut, kZero, kNumOps
 };
 
 static FastOp g_ops[kNumOps] = {
@@ -128,6 +128,7 @@ static FastOp g_ops[kNumOps] = {
     {"aten::native_layer_norm", "layer_norm_fwd"}, {"aten::native_layer_norm_backward", "layer_norm_bwd"},
     {"aten::gelu", "ew.gelu"},       {"aten::gelu_backward", "ew.gelu_backward"},
     {"aten::masked_fill_", "ew.where"}, {"aten::masked_fill", "ew.where"},
+    {"aten::zero_", "fill"},
 };
 
 static int go_id(FastOp& op) {
@@ -229,6 +230,8 @@ static bool overlap_ok(const at::Tensor& out, const at::Tensor& t) {
 // to Go as float32 and an int one as int64, as ew(keep_scalars=True) passes them; otherwise
 // scalars are converted to the output dtype.
 // weight: a float32 host scalar appended as the last input (lerp's Scalar weight), if given.
+static bool go_dtype(c10::ScalarType dt);
+
 static bool run_ew(Op which, const at::Tensor& out, std::initializer_list<const at::Tensor*> ins,
                    bool keep_scalars, std::initializer_list<double> params = {},
                    std::optional<double> weight = std::nullopt) {
@@ -253,9 +256,19 @@ static bool run_ew(Op which, const at::Tensor& out, std::initializer_list<const 
   for (int64_t i = 0; i < nd; i++) bshape[i] = 1;
   int64_t bdim = 0;
   const auto dev = out.device().index();
+  // A 0-dim hpu operand of another dtype (x.add_(step) with an int64 step tensor) goes to Go
+  // as it is, as elementwise.py's ew passes it for a float32 computation, when a
+  // dimensioned operand of the output's dtype makes float32 the common dtype.
+  bool dt_dims = false;
+  for (const at::Tensor* t : ins) {
+    if (t->device().is_hpu() && t->scalar_type() == dt && t->dim() > 0) dt_dims = true;
+  }
   for (const at::Tensor* t : ins) {
     if (t->device().is_hpu()) {
-      if (t->device().index() != dev || t->scalar_type() != dt || t->dim() > nd) return false;
+      const bool other0 = t->scalar_type() != dt && dt == c10::kFloat && dt_dims && t->dim() == 0 &&
+                          t->layout() == c10::kStrided && go_dtype(t->scalar_type()) &&
+                          !at::isComplexType(t->scalar_type());
+      if (t->device().index() != dev || (t->scalar_type() != dt && !other0) || t->dim() > nd) return false;
       if (!overlap_ok(out, *t)) return false;
       const int64_t td = t->dim(), off = nd - td;
       bdim = std::max(bdim, td);
@@ -291,7 +304,7 @@ static bool run_ew(Op which, const at::Tensor& out, std::initializer_list<const 
         int64_t j = i - off;
         st[i] = (j < 0 || t->size(j) != osz[i]) ? 0 : t->stride(j);
       }
-      f.add(t->data_ptr(), dt, osz, st);
+      f.add(t->data_ptr(), t->scalar_type(), osz, st);
       continue;
     }
     HostScalar& h = f.host[f.nhost++];
@@ -566,9 +579,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   return at::_ops::_copy_from::redispatch(kPython, self, dst, non_blocking);
 }
 
-at::Tensor& fill_scalar_(at::Tensor& self, const at::Scalar& value) {
+// fill_'s Go op over self, as memory_ops.py's fill_value; false: the Python path's call.
+static bool fill_fast(Op which, at::Tensor& self, const at::Scalar& value) {
   if (g_enabled.load(std::memory_order_relaxed) && !value.isComplex() && self.device().is_hpu() && plain(self)) {
-    FastOp& op = g_ops[kFill];
+    FastOp& op = g_ops[which];
     const int id = go_id(op);
     if (id >= 0) {
       if (self.numel() != 0) {
@@ -587,10 +601,22 @@ at::Tensor& fill_scalar_(at::Tensor& self, const at::Scalar& value) {
         f.run(id, &fl, 1);
       }
       op.calls.fetch_add(1, std::memory_order_relaxed);
-      return self;
+      return true;
     }
   }
+  return false;
+}
+
+at::Tensor& fill_scalar_(at::Tensor& self, const at::Scalar& value) {
+  if (fill_fast(kFill, self, value)) return self;
   return at::_ops::fill__Scalar::redispatch(kPython, self, value);
+}
+
+// zero_ (and so zeros_like, new_zeros, zero_grad's in-place form): memory_ops.py's
+// fill_value(self, 0), without the Python fallback's ~30 us.
+at::Tensor& zero_(at::Tensor& self) {
+  if (fill_fast(kZero, self, at::Scalar(int64_t{0}))) return self;
+  return at::_ops::zero_::redispatch(kPython, self);
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
@@ -1378,6 +1404,7 @@ TORCH_LIBRARY_IMPL(aten, HPU, m) {
   m.impl("threshold_backward.grad_input", TORCH_FN(threshold_backward_out));
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("fill_.Scalar", TORCH_FN(fill_scalar_));
+  m.impl("zero_", TORCH_FN(zero_));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   m.impl("sum.IntList_out", TORCH_FN(sum_out));
   m.impl("_softmax.out", TORCH_FN(softmax_out));
