@@ -55,31 +55,54 @@ __attribute__((target("avx2"), always_inline)) static inline void b2_tr8(__m256 
 	}
 }
 
+// Stores the first w (6 or 16) floats of r at d without writing past d+w (no masked
+// stores: VMASKMOVPS stores are microcoded and slow on AMD cores).
+__attribute__((target("avx2"), always_inline)) static inline void b2_store6(float *d, __m256 r) {
+	_mm_storeu_ps(d, _mm256_castps256_ps128(r));
+	_mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r, 1));
+}
+
+// Six bfloat16 values at p (exactly six read) widened to float32 in lanes 0..5.
+__attribute__((target("avx2"), always_inline)) static inline __m256 b2_load6(const uint16_t *p) {
+	int32_t t;
+	memcpy(&t, p + 4, 4);
+	__m128i h = _mm_insert_epi32(_mm_loadl_epi64((const __m128i *)p), t, 2);
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
 // Packs lines [l0, l0+nl) (nl <= w) of a matrix whose line l has its kk-th element at
 // src[l*ls + kk*ks] into one panel [k][w] at dst, widened; lines past nl are zero. Lines
 // with contiguous k (ks == 1) go through 8x8 transposes in registers, 8 lines by 8 k at a
-// time; lines with contiguous elements across lines (ls == 1) are copied 8 at a time.
+// time; lines with contiguous elements across lines (ls == 1) are copied a k at a time.
+// Only the nl lines' own elements are read.
 __attribute__((target("avx2"))) static void b2_pack_panel(float *dst, const uint16_t *src, int64_t ls, int64_t ks,
                                                           int64_t k, int64_t l0, int nl, int w) {
 	int64_t kk0 = 0;
-	if (ks == 1 && nl == w) {
+	if (ks == 1) {
 		for (; kk0 + 8 <= k; kk0 += 8)
 			for (int x0 = 0; x0 < w; x0 += 8) {
 				__m256 r[8];
-				int rows = w - x0 < 8 ? w - x0 : 8;
+				int rows = nl - x0;
+#pragma GCC unroll 8
 				for (int x = 0; x < 8; x++)
 					r[x] = x < rows ? b2_load8(src + (l0 + x0 + x) * ls + kk0) : _mm256_setzero_ps();
 				b2_tr8(r);
-				if (rows == 8)
+				if (w == 6) {
+					// Row j of the transpose holds k = kk0+j's six lines (and two zeros):
+					// each store overlaps the next one's first two floats.
+#pragma GCC unroll 7
+					for (int j = 0; j < 7; j++) _mm256_storeu_ps(dst + (kk0 + j) * 6, r[j]);
+					b2_store6(dst + (kk0 + 7) * 6, r[7]);
+				} else
+#pragma GCC unroll 8
 					for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + (kk0 + j) * w + x0, r[j]);
-				else {
-					__m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-					for (int j = 0; j < 8; j++) _mm256_maskstore_ps(dst + (kk0 + j) * w + x0, mask, r[j]);
-				}
 			}
-	} else if (ls == 1 && (nl & 7) == 0 && nl == w) {
-		for (; kk0 < k; kk0++)
-			for (int x0 = 0; x0 < w; x0 += 8) _mm256_storeu_ps(dst + kk0 * w + x0, b2_load8(src + l0 + x0 + kk0 * ks));
+	} else if (ls == 1 && nl == w) {
+		if (w == 6)
+			for (; kk0 < k; kk0++) b2_store6(dst + kk0 * 6, b2_load6(src + l0 + kk0 * ks));
+		else if ((w & 7) == 0)
+			for (; kk0 < k; kk0++)
+				for (int x0 = 0; x0 < w; x0 += 8) _mm256_storeu_ps(dst + kk0 * w + x0, b2_load8(src + l0 + x0 + kk0 * ks));
 	}
 	for (int64_t kk = kk0; kk < k; kk++) {
 		float *d = dst + kk * w;

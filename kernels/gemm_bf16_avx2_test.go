@@ -63,6 +63,12 @@ func TestGemmB2MatchesReference(t *testing.T) {
 		{1, 300, 96, 1, bf16Layout{}, bf16Layout{}},
 		{1, 257, 64, 513, bf16Layout{}, bf16Layout{}},
 		{1, 513, 64, 97, bf16Layout{}, bf16Layout{trans: true}},
+		// Partial panels on the vector packers: row-major A and k-contiguous B (8x8
+		// transposes, 5 of 6 rows, 5 of 16 columns), transposed A and row-major B
+		// (copies across lines, whole panels then a partial one).
+		{1, 11, 136, 21, bf16Layout{}, bf16Layout{trans: true}},
+		{1, 25, 64, 45, bf16Layout{trans: true}, bf16Layout{}},
+		{1, 36, 40, 48, bf16Layout{trans: true, pad: 2}, bf16Layout{pad: 1}},
 	}
 	for ci, c := range cases {
 		a := bf16View(r, c.B, c.m, c.k, c.la)
