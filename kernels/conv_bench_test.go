@@ -60,3 +60,12 @@ func BenchmarkConvCNNIm2col(b *testing.B) {
 	defer func() { convImplicit = true }()
 	BenchmarkConvCNN(b)
 }
+
+// BenchmarkConvCNNNoAVX2 is BenchmarkConvCNN with the AVX2 direct kernels off (the paths
+// an AVX2-only CPU took before them).
+func BenchmarkConvCNNNoAVX2(b *testing.B) {
+	old := dconvAVX2
+	dconvAVX2 = false
+	defer func() { dconvAVX2 = old }()
+	BenchmarkConvCNN(b)
+}

@@ -20,6 +20,10 @@ package kernels
 // convDirect enables these paths (tests and benchmarks compare them with the others).
 var convDirect = true
 
+// dconvCPU reports whether the float32 direct kernels run on this CPU: the AVX-512 ones
+// (conv_direct_cgo.go) or the AVX2 + FMA ones (conv_direct_avx2_cgo.go).
+func dconvCPU() bool { return f32DotCPU || dconvAVX2 }
+
 // dconvMinK is the fewest taps (Cg*KH*KW) worth a register tile: the first CNN layer
 // (Kc 9) is faster as im2col + GEMM.
 const dconvMinK = 32
@@ -34,7 +38,7 @@ type dconvGeom struct{ K, O, OH, OW, Wp, SH int }
 // convDirectFwdOK reports whether the forward of g runs here (dense float32 operands
 // checked by the caller).
 func convDirectFwdOK(g convGeom, p ConvParams) bool {
-	return convDirect && convPerSample && f32DotCPU && p.StrideW == 1 && g.Kc >= dconvMinK && g.Og >= dconvMinO &&
+	return convDirect && convPerSample && dconvCPU() && p.StrideW == 1 && g.Kc >= dconvMinK && g.Og >= dconvMinO &&
 		g.P > 0
 }
 
@@ -42,7 +46,7 @@ func convDirectFwdOK(g convGeom, p ConvParams) bool {
 // for the input gradient padding at most dil*(K-1) (the flipped convolution's padding
 // is not negative) with enough taps and input channels.
 func convDirectBwdOK(g convGeom, p ConvParams, input, weight bool) bool {
-	if !convDirect || !convPerSample || !f32DotCPU || p.StrideH != 1 || p.StrideW != 1 || g.P == 0 ||
+	if !convDirect || !convPerSample || !dconvCPU() || p.StrideH != 1 || p.StrideW != 1 || g.P == 0 ||
 		g.Kc == 0 || g.Og == 0 {
 		return false
 	}
@@ -173,43 +177,53 @@ func convBwdDirect(gin *Tensor, dw, db []float32, gout, in Tensor, w []float32, 
 	if db != nil {
 		sums = make([]float32, g.N*g.O)
 	}
+	// The weight gradient sums fixed blocks of samples, each from zero, and adds the
+	// blocks up in order: the same bits whatever the number of workers.
+	nb, bs := g.N, 1
+	if dw != nil {
+		nb, bs = dconvWeightBlocks(g.N, g.G*op*g.Kc)
+	}
 	var parts gradParts[float32]
-	ParallelFor(int64(g.N), sampleCost(g), func(lo, hi int64) {
+	ParallelFor(int64(nb), sampleCost(g)*int64(bs), func(lo, hi int64) {
 		var xb, dyt, dyp *[]float32
-		var acc []float32
 		if dw != nil {
 			xb = getConvBuf[float32](g.Cg * hp * wp)
 			defer putConvBuf(xb)
 			dyt = getConvBuf[float32](g.P * op)
 			defer putConvBuf(dyt)
-			acc = make([]float32, g.G*op*g.Kc)
 		}
 		if gin != nil {
 			dyp = getConvBuf[float32](g.Og * hp2 * wp2)
 			defer putConvBuf(dyp)
 		}
-		for n := int(lo); n < int(hi); n++ {
-			dy := sampleSlice[float32](gout, n)
-			if sums != nil {
-				convRowSums(dy, sums[n*g.O:(n+1)*g.O], g.O, g.P)
+		for b := int(lo); b < int(hi); b++ {
+			var acc []float32
+			if dw != nil {
+				acc = make([]float32, g.G*op*g.Kc)
 			}
-			for gi := 0; gi < g.G; gi++ {
-				dyg := dy[gi*g.Og*g.P:]
-				if dw != nil {
-					x := sampleSlice[float32](in, n)
-					dconvPad(*xb, x[gi*g.Cg*g.H*g.W:], g.Cg, g.H, g.W, p.PadH, p.PadW, hp, wp)
-					dconvTranspose(*dyt, dyg, g.Og, g.P, op)
-					dconvWeightGradF32(*xb, koff, *dyt, wd, acc[gi*op*g.Kc:])
+			for n := b * bs; n < min((b+1)*bs, g.N); n++ {
+				dy := sampleSlice[float32](gout, n)
+				if sums != nil {
+					convRowSums(dy, sums[n*g.O:(n+1)*g.O], g.O, g.P)
 				}
-				if gin != nil {
-					dx := sampleSlice[float32](*gin, n)
-					dconvPad(*dyp, dyg, g.Og, g.OH, g.OW, ph2, pw2, hp2, wp2)
-					dconvF32(*dyp, (*wt)[gi*cp*k2:], koff2, id, dx[gi*g.Cg*g.H*g.W:], nil)
+				for gi := 0; gi < g.G; gi++ {
+					dyg := dy[gi*g.Og*g.P:]
+					if dw != nil {
+						x := sampleSlice[float32](in, n)
+						dconvPad(*xb, x[gi*g.Cg*g.H*g.W:], g.Cg, g.H, g.W, p.PadH, p.PadW, hp, wp)
+						dconvTranspose(*dyt, dyg, g.Og, g.P, op)
+						dconvWeightGradF32(*xb, koff, *dyt, wd, acc[gi*op*g.Kc:])
+					}
+					if gin != nil {
+						dx := sampleSlice[float32](*gin, n)
+						dconvPad(*dyp, dyg, g.Og, g.OH, g.OW, ph2, pw2, hp2, wp2)
+						dconvF32(*dyp, (*wt)[gi*cp*k2:], koff2, id, dx[gi*g.Cg*g.H*g.W:], nil)
+					}
 				}
 			}
-		}
-		if acc != nil {
-			parts.add(lo, acc)
+			if acc != nil {
+				parts.add(int64(b), acc)
+			}
 		}
 	})
 	if dw != nil {
@@ -220,4 +234,20 @@ func convBwdDirect(gin *Tensor, dw, db []float32, gout, in Tensor, w []float32, 
 		}
 	}
 	addSampleSums(db, sums, g.N, g.O)
+}
+
+// dconvPartsMax bounds the floats of the weight gradient's per-block partial sums.
+const dconvPartsMax = 1 << 22
+
+// dconvWeightBlocks splits n samples into nb blocks of bs (the last may be shorter) for
+// per-block weight-gradient partials of size floats each: up to 16 blocks (2 when the
+// partials would pass dconvPartsMax), a function of n and size only.
+func dconvWeightBlocks(n, size int) (nb, bs int) {
+	nb = min(n, 16)
+	if nb*size > dconvPartsMax {
+		nb = min(n, max(2, dconvPartsMax/max(size, 1)))
+	}
+	nb = max(nb, 1)
+	bs = max(1, (n+nb-1)/nb)
+	return (n + bs - 1) / bs, bs
 }

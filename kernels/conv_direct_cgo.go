@@ -197,6 +197,10 @@ func cint64s(s []int64) *C.int64_t { return (*C.int64_t)(unsafe.Pointer(unsafe.S
 
 // dconvF32 runs hpusim_dconv_f32 (see conv_direct.go for the operands).
 func dconvF32(xp, wt []float32, koff []int64, d dconvGeom, y, bias []float32) {
+	if !f32DotCPU {
+		dconvF32AVX2(xp, wt, koff, d, y, bias) // conv_direct_avx2_cgo.go
+		return
+	}
 	cg := C.dconv_geom{K: C.int64_t(d.K), O: C.int64_t(d.O), OH: C.int64_t(d.OH), OW: C.int64_t(d.OW),
 		Wp: C.int64_t(d.Wp), sh: C.int64_t(d.SH)}
 	var b *C.float
@@ -212,12 +216,20 @@ func dconvPad(dst, src []float32, c, h, w, top, left, hp, wp int) {
 	if c == 0 {
 		return
 	}
+	if !f32DotCPU && !bf16DotCPU {
+		dconvPadGeneric(dst, src, c, h, w, top, left, hp, wp)
+		return
+	}
 	C.hpusim_dconv_pad(cfloats(dst), cfloats(src), C.int64_t(c), C.int64_t(h), C.int64_t(w), C.int64_t(top),
 		C.int64_t(left), C.int64_t(hp), C.int64_t(wp))
 }
 
 // dconvWeightGradF32 runs hpusim_dconv_wgrad_f32.
 func dconvWeightGradF32(xp []float32, koff []int64, dyt []float32, d dconvGeom, sums []float32) {
+	if !f32DotCPU {
+		dconvWeightGradF32AVX2(xp, koff, dyt, d, sums)
+		return
+	}
 	cg := C.dconv_geom{K: C.int64_t(d.K), O: C.int64_t(d.O), OH: C.int64_t(d.OH), OW: C.int64_t(d.OW),
 		Wp: C.int64_t(d.Wp), sh: C.int64_t(d.SH)}
 	C.hpusim_dconv_wgrad_f32(cfloats(xp), cint64s(koff), cfloats(dyt), &cg, cfloats(sums))
@@ -225,5 +237,9 @@ func dconvWeightGradF32(xp []float32, koff []int64, dyt []float32, d dconvGeom, 
 
 // dconvTranspose sets dst ([p][op]) to the transpose of src ([o][p]), zero past o.
 func dconvTranspose(dst, src []float32, o, p, op int) {
+	if !f32DotCPU {
+		dconvTransposeGeneric(dst, src, o, p, op)
+		return
+	}
 	C.hpusim_dconv_transpose(cfloats(dst), cfloats(src), C.int64_t(o), C.int64_t(p), C.int64_t(op))
 }

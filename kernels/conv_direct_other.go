@@ -5,6 +5,9 @@ package kernels
 // Without cgo on amd64 the direct convolution kernels do not exist; convDirectFwdOK and
 // convDirectBwdOK are false (f32DotCPU is), so these are never called.
 
+// dconvAVX2: no AVX2 direct kernels either.
+const dconvAVX2 = false
+
 const noDirectConv = "the direct convolution kernels need cgo on amd64"
 
 func dconvF32(xp, wt []float32, koff []int64, d dconvGeom, y, bias []float32) { panic(noDirectConv) }

@@ -14,6 +14,14 @@ func setConvDirect(on bool) func() {
 	return func() { convDirect = old }
 }
 
+// needDconv skips a test of the float32 direct kernels on CPUs that have neither the
+// AVX-512 nor the AVX2 + FMA ones.
+func needDconv(t testing.TB) {
+	if !dconvCPU() {
+		t.Skip("no AVX-512F or AVX2+FMA (or no cgo)")
+	}
+}
+
 type directCase struct {
 	N, C, H, W, O, KH, KW int
 	p                     ConvParams
@@ -55,8 +63,8 @@ func directSetup(t *testing.T, r *rand.Rand, tc directCase) (x, w, gy []float32,
 
 // The direct forward against the naive float64 loop and against the other paths.
 func TestConvDirectForward(t *testing.T) {
-	needF32Dot(t)
-	defer setF32Dot(true)()
+	needDconv(t)
+	defer setF32Dot(f32DotCPU)() // the AVX-512 micro-kernel where the CPU has it
 	r := rand.New(rand.NewSource(21))
 	for ci, tc := range directCases {
 		x, w, _, g, OH, OW := directSetup(t, r, tc)
@@ -88,8 +96,8 @@ func TestConvDirectForward(t *testing.T) {
 // The direct gradients against the other paths (themselves checked against the naive
 // adjoints), each gradient alone and all together; the input gradient is fully written.
 func TestConvDirectBackward(t *testing.T) {
-	needF32Dot(t)
-	defer setF32Dot(true)()
+	needDconv(t)
+	defer setF32Dot(f32DotCPU)() // the AVX-512 micro-kernel where the CPU has it
 	r := rand.New(rand.NewSource(22))
 	for ci, tc := range directCases {
 		x, w, gy, g, OH, OW := directSetup(t, r, tc)
@@ -137,8 +145,8 @@ func TestConvDirectBackward(t *testing.T) {
 
 // Channel slices (dense planes, sample stride longer than a sample) in every operand.
 func TestConvDirectSampleStride(t *testing.T) {
-	needF32Dot(t)
-	defer setF32Dot(true)()
+	needDconv(t)
+	defer setF32Dot(f32DotCPU)() // the AVX-512 micro-kernel where the CPU has it
 	r := rand.New(rand.NewSource(23))
 	N, C, H, W, O := 5, 16, 9, 10, 20
 	p := ConvParams{1, 1, 1, 1, 1, 1, 1}
@@ -184,7 +192,7 @@ func TestConvDirectRouting(t *testing.T) {
 	if convDirectBwdOK(g2, ConvParams{2, 2, 1, 1, 1, 1, 1}, false, true) {
 		t.Fatal("a strided backward must keep the other paths")
 	}
-	if f32DotCPU && (!convDirectFwdOK(g2, s1) || !convDirectBwdOK(g2, s1, true, true)) {
+	if dconvCPU() && (!convDirectFwdOK(g2, s1) || !convDirectBwdOK(g2, s1, true, true)) {
 		t.Fatal("the CNN's second layer should run direct")
 	}
 }
@@ -278,5 +286,52 @@ func TestConvDirectBF16(t *testing.T) {
 		closeBF16(t, ci, "input gradient", gx, rx)
 		closeBF16(t, ci, "weight gradient", gw, rw)
 		closeBF16(t, ci, "bias gradient", gb, rb)
+	}
+}
+
+// The direct weight gradient sums fixed blocks of samples: the same bits on one worker
+// as on two, over batch sizes that split into uneven blocks.
+func TestConvDirectWorkersDeterministic(t *testing.T) {
+	needDconv(t)
+	r := rand.New(rand.NewSource(25))
+	for _, n := range []int{1, 3, 17, 40} {
+		tc := directCase{n, 16, 9, 10, 20, 3, 3, ConvParams{1, 1, 1, 1, 1, 1, 1}}
+		x, w, gy, g, OH, OW := directSetup(t, r, tc)
+		if !convDirectBwdOK(g, tc.p, true, true) {
+			t.Fatalf("n %d: expected the direct backward", n)
+		}
+		run := func(workers int) (gx, gw []float32) {
+			gx, gw = make([]float32, len(x)), make([]float32, len(w))
+			withWorkers(t, workers, func() {
+				gxt, gwt := contig4(gx, [4]int{n, 16, 9, 10}), contig4(gw, [4]int{20, 16, 3, 3})
+				if err := Conv2dBackward(&gxt, &gwt, nil, contig4(gy, [4]int{n, 20, OH, OW}), contig4(x, [4]int{n, 16, 9, 10}),
+					contig4(w, [4]int{20, 16, 3, 3}), tc.p); err != nil {
+					t.Fatal(err)
+				}
+			})
+			return
+		}
+		gx1, gw1 := run(1)
+		gx2, gw2 := run(2)
+		for i := range gw1 {
+			if math.Float32bits(gw1[i]) != math.Float32bits(gw2[i]) {
+				t.Fatalf("n %d: weight gradient %d differs: %v on 1 worker, %v on 2", n, i, gw1[i], gw2[i])
+			}
+		}
+		for i := range gx1 {
+			if math.Float32bits(gx1[i]) != math.Float32bits(gx2[i]) {
+				t.Fatalf("n %d: input gradient %d differs", n, i)
+			}
+		}
+	}
+}
+
+func TestConvDirectWeightBlocks(t *testing.T) {
+	for _, c := range []struct{ n, size, nb, bs int }{
+		{64, 4608, 16, 4}, {3, 10, 3, 1}, {17, 10, 9, 2}, {1, 1 << 30, 1, 1}, {64, 1 << 21, 2, 32}, {0, 5, 0, 1},
+	} {
+		if nb, bs := dconvWeightBlocks(c.n, c.size); nb != c.nb || bs != c.bs {
+			t.Fatalf("%+v: got %d blocks of %d", c, nb, bs)
+		}
 	}
 }
