@@ -6,7 +6,7 @@ package kernels
 // convDirectBwdOK are false (f32DotCPU is), so these are never called.
 
 // dconvAVX2: no AVX2 direct kernels either.
-const dconvAVX2 = false
+var dconvAVX2 = false
 
 const noDirectConv = "the direct convolution kernels need cgo on amd64"
 
