@@ -39,8 +39,19 @@ type dconvGeom struct{ K, O, OH, OW, Wp, SH int }
 // checked by the caller).
 func convDirectFwdOK(g convGeom, p ConvParams) bool {
 	return convDirect && convPerSample && dconvCPU() && p.StrideW == 1 && g.Kc >= dconvMinK && g.Og >= dconvMinO &&
-		g.P > 0
+		g.P > 0 && dconvChainOK(g.Kc)
 }
+
+// dconvAVX2MaxK is the most taps the AVX2 kernels sum in one float32 chain per element:
+// longer chains (r3d_18's 64-channel 3x3x3 input gradients, 576 taps a 2-D slice) lost
+// enough that batch norm's backward amplified it into the stem's weight gradient
+// (tests/test_conv_any.py::test_r3d_18_trains_without_fallback: 1.5e-3 of the largest
+// value against CPU's 1e-5); those keep the im2col path's blocked GEMM sums.
+const dconvAVX2MaxK = 512
+
+// dconvChainOK reports whether a direct sum over k taps is short enough for this CPU's
+// kernels (the AVX-512 ones keep their previous routing).
+func dconvChainOK(k int) bool { return f32DotCPU || k <= dconvAVX2MaxK }
 
 // convDirectBwdOK reports whether the requested gradients of g run here: stride 1, and
 // for the input gradient padding at most dil*(K-1) (the flipped convolution's padding
@@ -53,7 +64,7 @@ func convDirectBwdOK(g convGeom, p ConvParams, input, weight bool) bool {
 	if weight && (g.Og < dconvMinO || g.Kc < dconvMinK) {
 		return false
 	}
-	if input && (g.Cg < dconvMinO || g.Og*g.KH*g.KW < dconvMinK || p.PadH > p.DilH*(g.KH-1) ||
+	if input && (g.Cg < dconvMinO || g.Og*g.KH*g.KW < dconvMinK || !dconvChainOK(g.Og*g.KH*g.KW) || p.PadH > p.DilH*(g.KH-1) ||
 		p.PadW > p.DilW*(g.KW-1)) {
 		return false
 	}

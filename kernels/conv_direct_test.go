@@ -192,6 +192,10 @@ func TestConvDirectRouting(t *testing.T) {
 	if convDirectBwdOK(g2, ConvParams{2, 2, 1, 1, 1, 1, 1}, false, true) {
 		t.Fatal("a strided backward must keep the other paths")
 	}
+	g3 := convGeom{N: 1, C: 64, H: 8, W: 8, O: 64, KH: 3, KW: 3, OH: 8, OW: 8, G: 1, Cg: 64, Og: 64, Kc: 576, P: 64}
+	if !f32DotCPU && (convDirectFwdOK(g3, s1) || convDirectBwdOK(g3, s1, true, false)) {
+		t.Fatal("the AVX2 kernels must not sum 576 taps in one chain")
+	}
 	if dconvCPU() && (!convDirectFwdOK(g2, s1) || !convDirectBwdOK(g2, s1, true, true)) {
 		t.Fatal("the CNN's second layer should run direct")
 	}
