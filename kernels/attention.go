@@ -382,12 +382,28 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, out, mxT, linvT Tensor, mask *
 	}
 	mxS, linvS := f32Of(mxT), f32Of(linvT)
 	lseS := make([]float32, len(mxS))
+	// A row whose scores carry a huge additive mask (transformers' finfo.min on a padding
+	// query row) has |m| so large that m + log(l) rounds to m: its probabilities would come
+	// out 1 instead of 1/l. Such rows take exp(s - m) * linv, as the forward did (rowScale
+	// holds their linv); the rest keep exp(s - lse).
+	var rowScale []float32
 	for i, m := range mxS {
 		lseS[i] = negInf
-		if m != negInf && linvS[i] > 0 {
-			lseS[i] = m - float32(math.Log(float64(linvS[i])))
+		if m == negInf || linvS[i] <= 0 {
+			continue
+		}
+		lseS[i] = m - float32(math.Log(float64(linvS[i])))
+		if linvS[i] != 1 && lseS[i] == m {
+			if rowScale == nil {
+				rowScale = make([]float32, len(mxS))
+				for j := range rowScale {
+					rowScale[j] = 1
+				}
+			}
+			lseS[i], rowScale[i] = m, linvS[i]
 		}
 	}
+	scaled := rowScale != nil
 	D, Dv := sh.D, sh.Dv
 	group := sh.Hq / sh.Hkv
 	// delta = rowsum(dout * out), per query row.
@@ -432,7 +448,8 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, out, mxT, linvT Tensor, mask *
 	// Without a mask, dropout or the fast softmax, and with q and dout float32 rows read in
 	// place, a key block's pass over a head's query blocks runs in one C call (the same
 	// operations as the loop below).
-	fused := attFused() && !attFuseOff && mask == nil && prm.DropoutP == 0 && !prm.Fast && attInPlace(q) && attInPlace(dout)
+	fused := attFused() && !attFuseOff && mask == nil && prm.DropoutP == 0 && !prm.Fast && attInPlace(q) && attInPlace(dout) &&
+		!scaled
 	dqAcc := make([][]float32, parts)
 	RunParts(int(parts), func(pi int) {
 		unit, ch := int64(pi)/nch, int64(pi)%nch
@@ -477,6 +494,15 @@ func AttentionBackward(dq, dk, dv, dout, q, k, v, out, mxT, linvT Tensor, mask *
 					attGemm(rows, cols, D, qp, ldq, 1, ktb, attBc, f32p(p), cols, float32(prm.Scale), false, nil, kindQK, off)
 					attBias(p, rows, cols, i0, j0, b, h, mask, prm.Causal)
 					attProbs(p, rows, cols, lseS[bh*sh.L+i0:bh*sh.L+i0+rows])
+					if scaled {
+						for r, f := range rowScale[bh*sh.L+i0 : bh*sh.L+i0+rows] {
+							if f != 1 {
+								for j := range p[int64(r)*cols : int64(r+1)*cols] {
+									p[int64(r)*cols+int64(j)] *= f
+								}
+							}
+						}
+					}
 					if prm.Fast {
 						roundBF16InPlace(p)
 					}
