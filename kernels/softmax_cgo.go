@@ -27,12 +27,20 @@ static inline float round_bf16(float f) {
 	return f;
 }
 
+#include "softmax_avx2.h"
+
 // softmaxBwdRowF32 over the last dim for rows rows of n floats (row strides gs, ys, os);
 // seq: the sums run sequentially (SoftmaxBackward's generic bfloat16 rows) instead of in
 // reduce_all order. o may alias g or y.
 HPUSIM_CLONES_512_2
 static void hpusim_softmax_bwd_f32(const float *g, int64_t gs, const float *y, int64_t ys, float *o, int64_t os,
                                    int64_t rows, int64_t n, int islog, int seq) {
+#if defined(__x86_64__)
+	if (HPUSIM_AVX2()) {
+		smx_softmax_bwd_f32(g, gs, y, ys, o, os, rows, n, islog, seq);
+		return;
+	}
+#endif
 	for (int64_t j = 0; j < rows; j++) {
 		const float *gr = g + j * gs, *yr = y + j * ys;
 		float *orow = o + j * os;
@@ -65,6 +73,12 @@ static void hpusim_softmax_bwd_f32(const float *g, int64_t gs, const float *y, i
 HPUSIM_CLONES_512_2
 static void hpusim_softmax_f32(const float *x, int64_t xs, float *y, int64_t ys, int64_t rows, int64_t n,
                                int islog, int lastdim, uint8_t *bad, int bf16) {
+#if defined(__x86_64__)
+	if (HPUSIM_AVX2()) {
+		smx_softmax_f32(x, xs, y, ys, rows, n, islog, lastdim, bad, bf16);
+		return;
+	}
+#endif
 	for (int64_t j = 0; j < rows; j++) {
 		const float *xr = x + j * xs;
 		float *yr = y + j * ys;

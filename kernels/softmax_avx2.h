@@ -1,0 +1,268 @@
+// The float32 softmax rows of softmax_cgo.go in AVX2 intrinsics: the same operations in
+// the same order as hpusim_softmax_f32 / hpusim_softmax_bwd_f32 (so the same bits as the
+// Go rows), written out in 8-lane vectors because GCC's own vectorization of those loops
+// left the max, the 16-lane reductions and every row's tail scalar, with the lanes
+// spilled to the stack (about 2 ns an element at rows of 64, 4x torch's CPU kernel).
+//   - the max over 16 lanes (two vectors), lane l the largest of x[l], x[l+16], ...
+//     (MAXPS(x, m) is `x > m ? x : m`, the C rows' select, so a NaN is skipped as there);
+//   - exp lane by lane as hp_expf32 (expf32.h), operation for operation, no FMA;
+//   - the sum of exps fused into the exp pass in vecsum16's order (two 8-lane
+//     accumulators for its 16 lanes, the partial block added lane-wise, then its tree),
+//     or sequentially (non-last dims, the bfloat16 rows) as the C rows;
+//   - the backward's dot in vecdot16's order with its float64 multiply-adds.
+// Included by softmax_cgo.go's preamble after expf32.h and vec16.h, with contraction off.
+#ifndef HPUSIM_SOFTMAX_AVX2_H
+#define HPUSIM_SOFTMAX_AVX2_H
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+#define SMX_TARGET __attribute__((target("avx2")))
+
+// hp_expf32 on 8 lanes. Lanes below -104, whose hp_expf32 is +0 (TestExpF32ZeroBelow),
+// compute exp(0) and are zeroed: their last product underflows, and on AMD's cores every
+// such product takes a microcode assist (the causal mask's -inf halves of the attention
+// rows cost 2.3 ns an element instead of 0.7).
+SMX_TARGET static inline __m256 smx_exp(__m256 x) {
+	const __m256 zero = _mm256_cmp_ps(x, _mm256_set1_ps(-104.0f), _CMP_LT_OQ); // -inf too, not NaN
+	__m256 xc = _mm256_max_ps(x, _mm256_set1_ps(-110.0f)); // x > -110 ? x : -110 (NaN: -110)
+	xc = _mm256_min_ps(xc, _mm256_set1_ps(89.0f));          // xc < 89 ? xc : 89
+	xc = _mm256_andnot_ps(zero, xc);
+	const __m256 magic = _mm256_set1_ps(12582912.0f);
+	__m256 kf = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269502f)), magic), magic);
+	__m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(kf, _mm256_set1_ps(0.693145751953125f)));
+	r = _mm256_sub_ps(r, _mm256_mul_ps(kf, _mm256_set1_ps(1.42860677e-06f)));
+	__m256 q = _mm256_set1_ps(1.98412701e-4f);
+	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.38888892e-3f));
+	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(8.33333377e-3f));
+	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(4.16666679e-2f));
+	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.66666672e-1f));
+	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(0.5f));
+	__m256 p = _mm256_add_ps(r, _mm256_mul_ps(_mm256_mul_ps(r, r), q));
+	__m256 y = _mm256_add_ps(_mm256_set1_ps(1.0f), p);
+	__m256i k = _mm256_cvttps_epi32(kf); // kf is an integer
+	__m256i k1 = _mm256_srai_epi32(k, 1), k2 = _mm256_sub_epi32(k, k1);
+	const __m256i bias = _mm256_set1_epi32(127);
+	__m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
+	__m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
+	y = _mm256_andnot_ps(zero, _mm256_mul_ps(_mm256_mul_ps(y, s1), s2));
+	return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+// The first r lanes set (0 <= r <= 8).
+SMX_TARGET static inline __m256i smx_mask(int64_t r) {
+	const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), idx);
+}
+
+// r (< 8) floats from p, the other lanes pad.
+SMX_TARGET static inline __m256 smx_load_part(const float *p, int64_t r, float pad) {
+	float b[8];
+	for (int l = 0; l < 8; l++) b[l] = l < r ? p[l] : pad;
+	return _mm256_loadu_ps(b);
+}
+
+SMX_TARGET static inline void smx_store_part(float *p, int64_t r, __m256 v) {
+	_mm256_maskstore_ps(p, smx_mask(r), v);
+}
+
+// vecsum16's tree over its 16 lanes held in a (lanes 0-7) and b (lanes 8-15).
+SMX_TARGET static inline float smx_tree16(__m256 a, __m256 b) {
+	__m256 s = _mm256_add_ps(a, b);                                                     // h = 8
+	__m128 t = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));     // h = 4
+	t = _mm_add_ps(t, _mm_movehl_ps(t, t));                                             // h = 2
+	t = _mm_add_ss(t, _mm_shuffle_ps(t, t, 1));                                         // h = 1
+	return _mm_cvtss_f32(t);
+}
+
+// The row max in the C rows' order: 16 lanes, then lane 0..15 in turn, then the tail.
+SMX_TARGET static inline float smx_rowmax(const float *xr, int64_t n) {
+	__m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+	int64_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		m0 = _mm256_max_ps(_mm256_loadu_ps(xr + i), m0);
+		m1 = _mm256_max_ps(_mm256_loadu_ps(xr + i + 8), m1);
+	}
+	float mx = -INFINITY;
+	if (i > 0) {
+		float m[16];
+		_mm256_storeu_ps(m, m0);
+		_mm256_storeu_ps(m + 8, m1);
+		for (int l = 0; l < 16; l++) mx = m[l] > mx ? m[l] : mx;
+	}
+	for (; i < n; i++) mx = xr[i] > mx ? xr[i] : mx;
+	return mx;
+}
+
+// hpusim_softmax_f32 (softmax_cgo.go) in AVX2.
+SMX_TARGET static void smx_softmax_f32(const float *x, int64_t xs, float *y, int64_t ys, int64_t rows, int64_t n,
+                                       int islog, int lastdim, uint8_t *bad, int bf16) {
+	const int vsum = lastdim && !bf16 && n >= 16;
+	for (int64_t j = 0; j < rows; j++) {
+		const float *xr = x + j * xs;
+		float *yr = y + j * ys;
+		const float mx = smx_rowmax(xr, n);
+		const __m256 vm = _mm256_set1_ps(mx);
+		float s;
+		int64_t i = 0;
+		if (vsum) {
+			// exps and their sum in vecsum16's order
+			__m256 a = smx_exp(_mm256_sub_ps(_mm256_loadu_ps(xr), vm));
+			__m256 b = smx_exp(_mm256_sub_ps(_mm256_loadu_ps(xr + 8), vm));
+			_mm256_storeu_ps(yr, a);
+			_mm256_storeu_ps(yr + 8, b);
+			for (i = 16; i + 16 <= n; i += 16) {
+				__m256 e0 = smx_exp(_mm256_sub_ps(_mm256_loadu_ps(xr + i), vm));
+				__m256 e1 = smx_exp(_mm256_sub_ps(_mm256_loadu_ps(xr + i + 8), vm));
+				_mm256_storeu_ps(yr + i, e0);
+				_mm256_storeu_ps(yr + i + 8, e1);
+				a = _mm256_add_ps(a, e0);
+				b = _mm256_add_ps(b, e1);
+			}
+			int64_t r = n - i; // 0..15 left: lanes 0..r-1 of the 16 get one more add
+			if (r >= 8) {
+				__m256 e0 = smx_exp(_mm256_sub_ps(_mm256_loadu_ps(xr + i), vm));
+				_mm256_storeu_ps(yr + i, e0);
+				a = _mm256_add_ps(a, e0);
+				i += 8;
+				r -= 8;
+				if (r > 0) {
+					__m256 e1 = smx_exp(_mm256_sub_ps(smx_load_part(xr + i, r, 0), vm));
+					smx_store_part(yr + i, r, e1);
+					b = _mm256_blendv_ps(b, _mm256_add_ps(b, e1), _mm256_castsi256_ps(smx_mask(r)));
+				}
+			} else if (r > 0) {
+				__m256 e0 = smx_exp(_mm256_sub_ps(smx_load_part(xr + i, r, 0), vm));
+				smx_store_part(yr + i, r, e0);
+				a = _mm256_blendv_ps(a, _mm256_add_ps(a, e0), _mm256_castsi256_ps(smx_mask(r)));
+			}
+			s = smx_tree16(a, b);
+		} else {
+			for (; i + 8 <= n; i += 8)
+				_mm256_storeu_ps(yr + i, smx_exp(_mm256_sub_ps(_mm256_loadu_ps(xr + i), vm)));
+			if (i < n) smx_store_part(yr + i, n - i, smx_exp(_mm256_sub_ps(smx_load_part(xr + i, n - i, 0), vm)));
+			if (lastdim && !bf16) { // n < 16: vecsum16's sequential sum
+				s = yr[0];
+				for (i = 1; i < n; i++) s += yr[i];
+			} else {
+				s = 0;
+				for (i = 0; i < n; i++) s += yr[i];
+			}
+		}
+		bad[j] = s != s;
+		if (s != s) continue;
+		if (islog) {
+			float ls = bf16 ? round_bf16((float)log((double)round_bf16(s))) : (float)log((double)s);
+			const __m256 vl = _mm256_set1_ps(ls);
+			for (i = 0; i + 8 <= n; i += 8)
+				_mm256_storeu_ps(yr + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(xr + i), vm), vl));
+			for (; i < n; i++) yr[i] = (xr[i] - mx) - ls;
+		} else if (lastdim) {
+			const float inv = 1 / s;
+			const __m256 vi = _mm256_set1_ps(inv);
+			for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(yr + i, _mm256_mul_ps(_mm256_loadu_ps(yr + i), vi));
+			for (; i < n; i++) yr[i] = yr[i] * inv;
+		} else {
+			const __m256 vs = _mm256_set1_ps(s);
+			for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(yr + i, _mm256_div_ps(_mm256_loadu_ps(yr + i), vs));
+			for (; i < n; i++) yr[i] = yr[i] / s;
+		}
+	}
+}
+
+// vecdot16's lanes after the first vector: acc = (float)((double)a * b + acc), 8 lanes.
+SMX_TARGET static inline __m256 smx_dotstep(__m256 acc, __m256 a, __m256 b) {
+	__m256d lo = _mm256_add_pd(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(a)),
+	                                         _mm256_cvtps_pd(_mm256_castps256_ps128(b))),
+	                           _mm256_cvtps_pd(_mm256_castps256_ps128(acc)));
+	__m256d hi = _mm256_add_pd(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)),
+	                                         _mm256_cvtps_pd(_mm256_extractf128_ps(b, 1))),
+	                           _mm256_cvtps_pd(_mm256_extractf128_ps(acc, 1)));
+	return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+}
+
+// vecsum16 (isdot 0) or vecdot16 (isdot 1) of a row of n >= 16.
+SMX_TARGET static inline float smx_vec16(const float *g, const float *y, int64_t n, int isdot) {
+	__m256 a, b;
+	if (isdot) {
+		a = _mm256_mul_ps(_mm256_loadu_ps(g), _mm256_loadu_ps(y));
+		b = _mm256_mul_ps(_mm256_loadu_ps(g + 8), _mm256_loadu_ps(y + 8));
+	} else {
+		a = _mm256_loadu_ps(g);
+		b = _mm256_loadu_ps(g + 8);
+	}
+	int64_t i = 16;
+	for (; i + 16 <= n; i += 16) {
+		if (isdot) {
+			a = smx_dotstep(a, _mm256_loadu_ps(g + i), _mm256_loadu_ps(y + i));
+			b = smx_dotstep(b, _mm256_loadu_ps(g + i + 8), _mm256_loadu_ps(y + i + 8));
+		} else {
+			a = _mm256_add_ps(a, _mm256_loadu_ps(g + i));
+			b = _mm256_add_ps(b, _mm256_loadu_ps(g + i + 8));
+		}
+	}
+	int64_t r = n - i;
+	__m256 *acc = &a;
+	while (r > 0) {
+		int64_t w = r < 8 ? r : 8;
+		__m256 gv = w == 8 ? _mm256_loadu_ps(g + i) : smx_load_part(g + i, w, 0);
+		__m256 t;
+		if (isdot) {
+			__m256 yv = w == 8 ? _mm256_loadu_ps(y + i) : smx_load_part(y + i, w, 0);
+			t = smx_dotstep(*acc, gv, yv);
+		} else {
+			t = _mm256_add_ps(*acc, gv);
+		}
+		*acc = w == 8 ? t : _mm256_blendv_ps(*acc, t, _mm256_castsi256_ps(smx_mask(w)));
+		i += w;
+		r -= w;
+		acc = &b;
+	}
+	return smx_tree16(a, b);
+}
+
+// hpusim_softmax_bwd_f32 (softmax_cgo.go) in AVX2; o may alias g or y.
+SMX_TARGET static void smx_softmax_bwd_f32(const float *g, int64_t gs, const float *y, int64_t ys, float *o, int64_t os,
+                                           int64_t rows, int64_t n, int islog, int seq) {
+	for (int64_t j = 0; j < rows; j++) {
+		const float *gr = g + j * gs, *yr = y + j * ys;
+		float *orow = o + j * os;
+		float s;
+		int64_t i;
+		if (seq) {
+			s = 0;
+			if (islog)
+				for (i = 0; i < n; i++) s += gr[i];
+			else
+				for (i = 0; i < n; i++) s += gr[i] * yr[i];
+		} else if (n >= 16) {
+			s = smx_vec16(gr, yr, n, !islog);
+		} else if (islog) {
+			s = gr[0];
+			for (i = 1; i < n; i++) s += gr[i];
+		} else {
+			s = gr[0] * yr[0];
+			for (i = 1; i < n; i++) s += gr[i] * yr[i];
+		}
+		const __m256 vs = _mm256_set1_ps(s);
+		i = 0;
+		if (islog) {
+			for (; i + 8 <= n; i += 8)
+				_mm256_storeu_ps(orow + i, _mm256_sub_ps(_mm256_loadu_ps(gr + i),
+				                                         _mm256_mul_ps(smx_exp(_mm256_loadu_ps(yr + i)), vs)));
+			if (i < n) {
+				__m256 e = smx_exp(smx_load_part(yr + i, n - i, 0));
+				smx_store_part(orow + i, n - i, _mm256_sub_ps(smx_load_part(gr + i, n - i, 0), _mm256_mul_ps(e, vs)));
+			}
+		} else {
+			for (; i + 8 <= n; i += 8)
+				_mm256_storeu_ps(orow + i, _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(gr + i), vs),
+				                                         _mm256_loadu_ps(yr + i)));
+			for (; i < n; i++) orow[i] = (gr[i] - s) * yr[i];
+		}
+	}
+}
+
+#endif // __x86_64__
+#endif
