@@ -26,6 +26,62 @@ def import_hpu_partition() -> None:
     from . import partition_fn  # noqa: F401
 
 
+# Every time dynamo hands hpu_backend a frame it has compiled before (a guard failed: new
+# input shapes or dtypes, a changed Python value), in order: {"frame", "compile_id",
+# "reason", "inputs"}. Each such call compiles new recipes, which graph_compilation counts.
+_recompilations: list[dict[str, Any]] = []
+
+
+def recompilations() -> list[dict[str, Any]]:
+    """The recompilations seen so far (a copy), oldest first."""
+    return [dict(r) for r in _recompilations]
+
+
+def _input_summary(example_inputs: list[Any]) -> str:
+    parts = []
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            parts.append(f"{str(x.dtype).replace('torch.', '')}{list(x.shape)}")
+        else:
+            parts.append(type(x).__name__)
+    return ", ".join(parts)
+
+
+def _note_compile(example_inputs: list[Any]) -> None:
+    """Records and logs a recompilation with dynamo's reason (the first guard that failed);
+    a frame's first compilation is only logged at debug level."""
+    from torch._guards import CompileContext
+
+    from .logger import logger
+
+    compile_id = CompileContext.current_compile_id()
+    frame_compile_id = getattr(compile_id, "frame_compile_id", None)
+    frame = "?"
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+        code = tx.f_code
+        frame = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+    except Exception:  # outside a dynamo trace (a direct backend call): no frame to name
+        pass
+    inputs = _input_summary(example_inputs)
+    if not frame_compile_id:
+        logger.debug("compiling %s (compile id %s), inputs: %s", frame, compile_id, inputs)
+        return
+    reason = None
+    try:
+        from torch._dynamo.utils import get_metrics_context
+
+        reason = get_metrics_context()._metrics.get("recompile_reason")
+    except Exception:
+        pass
+    reason = reason or "unknown (dynamo gave no reason)"
+    _recompilations.append({"frame": frame, "compile_id": str(compile_id), "reason": reason,
+                            "inputs": inputs})
+    logger.info("Recompilation of %s (compile id %s): %s; inputs: %s", frame, compile_id, reason, inputs)
+
+
 @register_backend
 def hpu_backend(graph_module: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any):
     """torch.compile(model, backend="hpu_backend", options={...}): AOT autograd over hpu's
@@ -35,6 +91,7 @@ def hpu_backend(graph_module: torch.fx.GraphModule, example_inputs: list[Any], *
         raise RuntimeError("Use of torch.compile is prohibited by PT_HPU_DISALLOW_TORCH_COMPILE.")
     from torch._dynamo.backends.common import aot_autograd
 
+    _note_compile(example_inputs)
     fake_layouts.install(import_modules=True)
     from . import fast_runtime
     from .compilers import hpu_inference_compiler, hpu_training_compiler_bw, hpu_training_compiler_fw
