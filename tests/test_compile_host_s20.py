@@ -78,3 +78,80 @@ def test_recompilation_shows_in_recipe_cache_metric():
     # One recipe per shape; the shape 5 call was the one recompilation. (Hits of compiled
     # recipes are not counted in recipe_cache yet.)
     assert out.stdout.split()[-2:] == ["2", "1"]
+
+
+# ---- host step-count increments (host_scalars.HostStepIncrement) --------------------------
+
+from habana_frameworks.torch.dynamo.compile_backend import host_scalars  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("k", [1, 0.1, -3, 1e-8])
+def test_host_step_increment_equals_foreach_add(dtype, k):
+    values = [0.0, 1.0, 2.0 ** 24, 2.0 ** 24 + 2, 1e30, -7.5, 3.3e-8, float("inf"), 16777215.0]
+    ref = [torch.tensor(v, dtype=dtype) for v in values]
+    got = [t.clone() for t in ref]
+    versions = [t._version for t in got]
+    inc = host_scalars.HostStepIncrement(k, dtype)
+    for _ in range(3):
+        torch._foreach_add_(ref, k)
+        inc(got)
+    for r, g, v in zip(ref, got, versions):
+        assert g.dtype == dtype and g.dim() == 0
+        assert torch.equal(r, g), (r.item(), g.item())
+        assert g._version > v
+
+
+def test_host_step_increment_inference_tensors_take_the_op():
+    with torch.inference_mode():
+        ts = [torch.tensor(1.0), torch.tensor(2.0)]
+        ref = [t.clone() for t in ts]
+    inc = host_scalars.HostStepIncrement(1, torch.float32)
+    with pytest.raises(RuntimeError, match="[Ii]nference"):
+        inc(ts)  # as torch._foreach_add_ outside inference mode
+    with pytest.raises(RuntimeError, match="[Ii]nference"):
+        torch._foreach_add_(ref, 1)
+    with torch.inference_mode():
+        inc(ts)
+        torch._foreach_add_(ref, 1)
+    assert [t.item() for t in ts] == [t.item() for t in ref]
+
+
+def _train(device, compiled, steps=4, seed=0):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(seed + 1)
+    batches = [(torch.randn(8, 12, generator=g), torch.randint(0, 3, (8,), generator=g)) for _ in range(steps)]
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    fn = torch.compile(step, backend="hpu_backend") if compiled else step
+    losses = [fn(x.to(device), y.to(device)).item() for x, y in batches]
+    return model, opt, losses
+
+
+def test_compiled_adamw_step_counts_on_the_host(monkeypatch):
+    torch._dynamo.reset()
+    calls = []
+    original = host_scalars.HostStepIncrement.__call__
+
+    def counted(self, tensors):
+        calls.append(len(tensors))
+        return original(self, tensors)
+
+    monkeypatch.setattr(host_scalars.HostStepIncrement, "__call__", counted)
+    model, opt, losses = _train("hpu", compiled=True)
+    ref_model, ref_opt, ref_losses = _train("cpu", compiled=False)
+    assert calls and all(n == 4 for n in calls)  # the step counts of 4 parameters, every step
+    for p, rp in zip(model.parameters(), ref_model.parameters()):
+        st, rst = opt.state[p], ref_opt.state[rp]
+        assert st["step"].device.type == "cpu" and torch.equal(st["step"], rst["step"])
+        torch.testing.assert_close(p.detach().cpu(), rp.detach(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(st["exp_avg_sq"].cpu(), rst["exp_avg_sq"], rtol=1e-5, atol=1e-8)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=1e-5, atol=1e-6)

@@ -14,6 +14,7 @@ import torch
 from ...utils import internal as _internal
 from . import graph_dump
 from . import fast_runtime
+from .host_scalars import fold_host_step_increments
 from .logger import logger
 from .passes import PassContext, pass_restride_view_inputs, pass_views_follow_runtime_layout, run_passes
 from .recipe_compiler import _count
@@ -66,6 +67,7 @@ def hpu_compiler_inner(gm: torch.fx.GraphModule, example_inputs: list[Any], is_t
     ctx = PassContext(gm, list(example_inputs), graph_name, is_training, is_backward, _is_dynamic(gm))
     graph_dump.dump(gm, graph_name, "PrePasses")
     run_passes(ctx)
+    fold_host_step_increments(ctx.graph_module)
     graph_dump.dump(ctx.graph_module, graph_name, "PostPasses")
     _count("graphs")
     logger.info("%s compiled (%s%s): %d clusters, %s, %.3f s", graph_name,
