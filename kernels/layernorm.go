@@ -282,6 +282,36 @@ func layerNormFwd[F gemmFloat](out Tensor, mean, rstd *Tensor, x Tensor, w, b *T
 		})
 		return
 	}
+	// the AVX2 rows from two elements on: a single-element row's results are CPU's rounding
+	// residues (test_ops_nn.py::test_layer_norm_backward_single_element_rows), which the
+	// portable rows reproduce
+	if D > 1 && lnAVX2 && rowMajorF32(x, out) {
+		var gC, bC []float32
+		if w != nil {
+			gC = f32s(g)
+		}
+		if b != nil {
+			bC = f32s(be)
+		}
+		mp, rp := f32Vec(mean, M), f32Vec(rstd, M)
+		ParallelFor(M, 4*D+1, func(lo, hi int64) {
+			var mb, rb []float32
+			if mp != nil && rp != nil {
+				mb, rb = mp[lo:hi], rp[lo:hi]
+			} else {
+				mb, rb = make([]float32, hi-lo), make([]float32, hi-lo)
+			}
+			lnFwdAVX2(at(x.Ptr, lo*x.Strides[0]*4), x.Strides[0], at(out.Ptr, lo*out.Strides[0]*4), out.Strides[0], hi-lo, D,
+				gC, bC, eps, mb, rb)
+			if mp == nil || rp == nil {
+				for r := lo; r < hi; r++ {
+					vec{mean}.set(r, float64(mb[r-lo]))
+					vec{rstd}.set(r, float64(rb[r-lo]))
+				}
+			}
+		})
+		return
+	}
 	if D > 0 && rowMajorF32(x, out) {
 		ParallelFor(M, 4*D+1, func(lo, hi int64) {
 			mb, rb := make([]float32, hi-lo), make([]float32, hi-lo)
@@ -373,6 +403,10 @@ func layerNormBwd[F gemmFloat](gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, 
 		narrowRows(*gin, gin32)
 		return
 	}
+	if D > 1 && M > 0 && lnAVX2 && rowMajorF32(x, gout) && (gin == nil || rowMajorF32(*gin)) {
+		layerNormBwdAVX2(gin, gw, gb, gout, x, mean, rstd, w)
+		return
+	}
 	W := vecWidth[F]()
 	g := loadVec[F](w, D, 1)
 	mu, rs := loadVec[F](&mean, M, 0), loadVec[F](&rstd, M, 0)
@@ -452,5 +486,62 @@ func layerNormBwd[F gemmFloat](gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, 
 		if gb != nil {
 			storeRowT(gb.Ptr, gb.Strides[0]*int64(gb.DType.Size()), gb.DType, dbv)
 		}
+	}
+}
+
+// lnBwdBlocks is the most row blocks the AVX2 backward splits its weight and bias
+// gradients into: each block sums its rows in float32 lanes, the blocks are summed in
+// float64 in order. The blocks depend on M only, so any number of workers gives the same
+// bits.
+const lnBwdBlocks = 32
+
+// layerNormBwdAVX2 is layerNormBwd on row-major float32 operands with the AVX2 rows.
+func layerNormBwdAVX2(gin, gw, gb *Tensor, gout, x, mean, rstd Tensor, w *Tensor) {
+	M, D := x.Sizes[0], x.Sizes[1]
+	var gC []float32
+	if w != nil {
+		gC = loadVec[float32](w, D, 1)
+	}
+	mu, rs := loadVec[float32](&mean, M, 0), loadVec[float32](&rstd, M, 0)
+	rb := (M + lnBwdBlocks - 1) / lnBwdBlocks
+	nb := (M + rb - 1) / rb
+	var pw, pb []float32
+	if gw != nil || gb != nil {
+		sp := getF32(int(2 * nb * D))
+		defer putF32(sp)
+		pw, pb = (*sp)[:nb*D], (*sp)[nb*D:2*nb*D]
+	}
+	var ginP unsafe.Pointer
+	var ginS int64
+	if gin != nil {
+		ginP, ginS = gin.Ptr, gin.Strides[0]
+	}
+	ParallelFor(nb, rb*D*8, func(lo, hi int64) {
+		for blk := lo; blk < hi; blk++ {
+			r0 := blk * rb
+			n := min(rb, M-r0)
+			var pdw, pdb []float32
+			if pw != nil {
+				pdw, pdb = pw[blk*D:(blk+1)*D], pb[blk*D:(blk+1)*D]
+			}
+			var o unsafe.Pointer
+			if ginP != nil {
+				o = at(ginP, r0*ginS*4)
+			}
+			lnBwdAVX2(at(gout.Ptr, r0*gout.Strides[0]*4), gout.Strides[0], at(x.Ptr, r0*x.Strides[0]*4), x.Strides[0], o, ginS,
+				n, D, gC, mu[r0:r0+n], rs[r0:r0+n], pdw, pdb)
+		}
+	})
+	if pw == nil {
+		return
+	}
+	sum := make([]float32, D)
+	if gw != nil {
+		lnColSumAVX2(pw, nb, D, sum)
+		storeRowT(gw.Ptr, gw.Strides[0]*int64(gw.DType.Size()), gw.DType, sum)
+	}
+	if gb != nil {
+		lnColSumAVX2(pb, nb, D, sum)
+		storeRowT(gb.Ptr, gb.Strides[0]*int64(gb.DType.Size()), gb.DType, sum)
 	}
 }

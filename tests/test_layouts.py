@@ -167,8 +167,11 @@ def _run(name, kind, dtype):
                 _close(a, b, dtype, lo)
     except AssertionError:
         # torch's CPU bfloat16 convolution rounds its intermediates on a CPU without oneDNN's
-        # bf16 path (float64_judge): judge against float64 where the two differ.
-        if not (dtype == torch.bfloat16 and name.startswith("conv") and cpu_bf16_conv_rounds_intermediates()):
+        # bf16 path (float64_judge), and CPU's float32 layer_norm of a constant row (the
+        # expanded layout) leaves rounding residues times rstd = 1/sqrt(eps) where hpu's
+        # float64 moments give the exact 0: judge against float64 where the two differ.
+        conv_rounds = dtype == torch.bfloat16 and name.startswith("conv") and cpu_bf16_conv_rounds_intermediates()
+        if not (conv_rounds or (name == "layer_norm" and dtype == torch.float32)):
             raise
         b64 = [b.detach().double().requires_grad_(grad) for b, _ in made]
         y64 = fn(*[v(b) for b, (_, v) in zip(b64, made)])
