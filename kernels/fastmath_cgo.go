@@ -16,6 +16,7 @@ package kernels
 #include <math.h>
 #include <string.h>
 #include <immintrin.h>
+#include "gelu_avx2.h"
 
 #define CLONES HPUSIM_CLONES_V4_V3
 
@@ -352,10 +353,11 @@ static void hpusim_f32(int op, float *o, const float *a, const float *b, const f
 	case FM_SILU: fm_silu(o, a, n); break;
 	case FM_SILU_BWD: fm_silu_bwd(o, a, b, n); break;
 	case FM_TANH: fm_tanh_loop(o, a, n); break;
-	case FM_GELU: fm_gelu(o, a, n); break;
-	case FM_GELU_BWD: fm_gelu_bwd(o, a, b, n); break;
-	case FM_GELU_TANH: fm_gelu_tanh(o, a, n); break;
-	case FM_GELU_TANH_BWD: fm_gelu_tanh_bwd(o, a, b, n); break;
+	// gelu: the AVX2 lanes of gelu_avx2.h for the forms they are on for
+	case FM_GELU: if (hpusim_gelu_avx2_ok() & 2) hpusim_gelu_avx2(o, a, n, 0); else fm_gelu(o, a, n); break;
+	case FM_GELU_BWD: if (hpusim_gelu_avx2_ok() & 2) hpusim_gelu_bwd_avx2(o, a, b, n, 0); else fm_gelu_bwd(o, a, b, n); break;
+	case FM_GELU_TANH: if (hpusim_gelu_avx2_ok() & 1) hpusim_gelu_avx2(o, a, n, 1); else fm_gelu_tanh(o, a, n); break;
+	case FM_GELU_TANH_BWD: if (hpusim_gelu_avx2_ok() & 1) hpusim_gelu_bwd_avx2(o, a, b, n, 1); else fm_gelu_tanh_bwd(o, a, b, n); break;
 	case FM_ADD: fm_add(o, a, b, n); break;
 	case FM_ADD_ALPHA: fm_add_alpha(o, a, b, p0, n); break;
 	case FM_MUL: fm_mul(o, a, b, n); break;
@@ -601,3 +603,7 @@ func u8ToF32(o []float32, a []uint8, bm uint8) {
 	C.hpusim_u8_to_f32((*C.float)(unsafe.Pointer(&o[0])), (*C.uint8_t)(unsafe.Pointer(&a[0])), C.size_t(len(o)),
 		C.uint8_t(bm))
 }
+
+// geluAVX2 sets the GELU forms computed in gelu_avx2.h's AVX2 lanes (bit 0 tanh, bit 1 erf;
+// none without AVX2+FMA or under HPUSIM_ISA=generic) and returns the previous setting.
+func geluAVX2(forms int) int { return int(C.hpusim_gelu_avx2_use(C.int(forms))) }

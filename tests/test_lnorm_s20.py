@@ -151,3 +151,47 @@ def test_isa_paths_in_subprocess(isa):
     script = _ISA_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+
+
+def _gelu_points():
+    g = torch.Generator().manual_seed(11)
+    x = torch.cat([torch.randn(4000, generator=g) * 3, torch.linspace(-12, 12, 2401),
+                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, 1e-42, -1e-42, 3e38, -3e38, float("inf"), float("-inf"), float("nan")])])
+    return x
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_float32_against_float64(approximate):
+    """Forward and backward over normal, tail, tiny, huge and special inputs: within CPU's
+    distance from float64 (the same NaNs, infinities and zeros)."""
+    x = _gelu_points()
+    fn = lambda x: F.gelu(x, approximate=approximate)  # noqa: E731
+    ref = _grads(fn, "cpu", torch.float64, x)
+    cpu = _grads(fn, "cpu", torch.float32, x)
+    hpu = _grads(fn, "hpu", torch.float32, x)
+    # CPU's tanh form overflows x^3 to inf for |x| ~ 3e38 (NaN results there): compared
+    # only where x^3 is finite, plus the infinities and NaN themselves
+    keep = (x.abs() < 1e12) | ~x.isfinite()
+    for r, c, h in zip(ref, cpu, hpu):
+        r, c, h = r[keep], c[keep], h[keep]
+        assert torch.equal(h.isnan(), c.isnan()) and torch.equal(h.isinf(), c.isinf())
+        ok = ~r.isnan() & ~r.isinf()
+        herr, cerr = (h - r)[ok].abs().max().item(), (c - r)[ok].abs().max().item()
+        assert herr <= 2 * cerr + 3e-7 * r[ok].abs().max().item(), (herr, cerr)
+
+
+def test_gelu_tanh_negative_tail_keeps_relative_accuracy():
+    """tanh form, x in [-9, -4]: hpu computes x / (1 + e^(-2u)) (no 1 + tanh(u) cancellation):
+    relative error ~1e-5 at worst where CPU's is ~1 (its 1 + tanh rounds to a few ulps of 1 or 0)."""
+    x = torch.linspace(-9, -4, 501)
+    ref = x.double() / (1 + torch.exp(-2 * (0.7978845608028654 * (x.double() + 0.044715 * x.double() ** 3))))
+    cpu = F.gelu(x, approximate="tanh").double()
+    hpu = F.gelu(x.to("hpu"), approximate="tanh").cpu().double()
+    crel, hrel = ((cpu - ref) / ref).abs().max().item(), ((hpu - ref) / ref).abs().max().item()
+    assert hrel < 1e-4 and crel > 100 * hrel, (hrel, crel)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_bfloat16(approximate):
+    x = _gelu_points()[:4000]
+    _bf16(lambda x: F.gelu(x, approximate=approximate), x)
