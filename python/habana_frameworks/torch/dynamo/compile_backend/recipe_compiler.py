@@ -104,7 +104,10 @@ class ClusterRunner:
 
     def __del__(self):
         if self.hits:
-            _count("recipe_hits", self.hits)
+            try:
+                _count("recipe_hits", self.hits)
+            except TypeError:  # interpreter shutdown: the module's globals are already None
+                pass
 
     def ops_summary(self) -> str:
         return ", ".join(str(n.target) for n in self.submodule.graph.nodes if n.op == "call_function")

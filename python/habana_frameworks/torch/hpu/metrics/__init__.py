@@ -12,6 +12,7 @@ import datetime
 import enum
 import json
 import os
+import sys
 from typing import Any, Callable
 
 from ... import _lazy
@@ -58,9 +59,16 @@ def _defrag_raw() -> dict[str, Any]:
             "TotalTime": s["total_ns"] / 1e6, "MaxTime": s["max_ns"] / 1e6}
 
 
+def _compiled_recipe_hits() -> int:
+    # A compiled graph's cached recipe is launched from Python (recipe_compiler's runners
+    # keep the last recipe and skip the Go cache lookup), so its hits are counted there.
+    rc = sys.modules.get("habana_frameworks.torch.dynamo.compile_backend.recipe_compiler")
+    return int(rc.stats().get("recipe_hits", 0)) if rc is not None else 0
+
+
 def _recipe_cache_raw() -> dict[str, Any]:
     s = _lazy.stats()
-    return {"TotalHit": s["total_hit"], "RecipeHit": dict(s["recipe_hit"]),
+    return {"TotalHit": s["total_hit"] + _compiled_recipe_hits(), "RecipeHit": dict(s["recipe_hit"]),
             "TotalMiss": s["total_miss"], "RecipeMiss": dict(s["recipe_miss"])}
 
 
