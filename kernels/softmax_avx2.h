@@ -20,6 +20,22 @@
 
 #define SMX_TARGET __attribute__((target("avx2")))
 
+// hp_expf32's reduction and polynomial: 1 + p(r) for r = xc - kf ln2 (two-part ln2),
+// before the scaling by 2^kf; shared by both exps below, operation for operation.
+SMX_TARGET static inline __m256 smx_exp_poly(__m256 xc, __m256 kf) {
+	__m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(kf, _mm256_set1_ps(0.693145751953125f)));
+	r = _mm256_sub_ps(r, _mm256_mul_ps(kf, _mm256_set1_ps(1.42860677e-06f)));
+	__m256 q = _mm256_set1_ps(1.98412701e-4f);
+	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.38888892e-3f));
+	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(8.33333377e-3f));
+	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(4.16666679e-2f));
+	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.66666672e-1f));
+	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(0.5f));
+	__m256 p = _mm256_add_ps(r, _mm256_mul_ps(_mm256_mul_ps(r, r), q));
+	__m256 y = _mm256_add_ps(_mm256_set1_ps(1.0f), p);
+	return y;
+}
+
 // hp_expf32 on 8 lanes. Lanes below -104, whose hp_expf32 is +0 (TestExpF32ZeroBelow),
 // compute exp(0) and are zeroed: their last product underflows, and on AMD's cores every
 // such product takes a microcode assist (the causal mask's -inf halves of the attention
@@ -31,16 +47,7 @@ SMX_TARGET static inline __m256 smx_exp(__m256 x) {
 	xc = _mm256_andnot_ps(zero, xc);
 	const __m256 magic = _mm256_set1_ps(12582912.0f);
 	__m256 kf = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269502f)), magic), magic);
-	__m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(kf, _mm256_set1_ps(0.693145751953125f)));
-	r = _mm256_sub_ps(r, _mm256_mul_ps(kf, _mm256_set1_ps(1.42860677e-06f)));
-	__m256 q = _mm256_set1_ps(1.98412701e-4f);
-	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.38888892e-3f));
-	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(8.33333377e-3f));
-	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(4.16666679e-2f));
-	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.66666672e-1f));
-	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(0.5f));
-	__m256 p = _mm256_add_ps(r, _mm256_mul_ps(_mm256_mul_ps(r, r), q));
-	__m256 y = _mm256_add_ps(_mm256_set1_ps(1.0f), p);
+	__m256 y = smx_exp_poly(xc, kf);
 	__m256i k = _mm256_cvttps_epi32(kf); // kf is an integer
 	__m256i k1 = _mm256_srai_epi32(k, 1), k2 = _mm256_sub_epi32(k, k1);
 	const __m256i bias = _mm256_set1_epi32(127);
@@ -58,18 +65,9 @@ SMX_TARGET static inline __m256 smx_exp(__m256 x) {
 SMX_TARGET static inline __m256 smx_exp_neg(__m256 x) {
 	const __m256 zero = _mm256_cmp_ps(x, _mm256_set1_ps(-104.0f), _CMP_LT_OQ);
 	const __m256 xc = _mm256_andnot_ps(zero, x);
-	// (t + 1.5 2^23) - 1.5 2^23 rounds t to the nearest integer (ties to even) for |t| < 2^22
+	// rint(x log2 e), ties to even, as smx_exp's (t + 1.5 2^23) - 1.5 2^23 rounds it
 	__m256 kf = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269502f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	__m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(kf, _mm256_set1_ps(0.693145751953125f)));
-	r = _mm256_sub_ps(r, _mm256_mul_ps(kf, _mm256_set1_ps(1.42860677e-06f)));
-	__m256 q = _mm256_set1_ps(1.98412701e-4f);
-	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.38888892e-3f));
-	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(8.33333377e-3f));
-	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(4.16666679e-2f));
-	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(1.66666672e-1f));
-	q = _mm256_add_ps(_mm256_mul_ps(q, r), _mm256_set1_ps(0.5f));
-	__m256 p = _mm256_add_ps(r, _mm256_mul_ps(_mm256_mul_ps(r, r), q));
-	__m256 y = _mm256_add_ps(_mm256_set1_ps(1.0f), p);
+	__m256 y = smx_exp_poly(xc, kf);
 	__m256i k = _mm256_cvttps_epi32(kf);
 	__m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127 + 64)), 23));
 	y = _mm256_mul_ps(_mm256_mul_ps(y, s1), _mm256_set1_ps(0x1p-64f));
