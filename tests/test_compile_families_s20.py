@@ -47,13 +47,6 @@ KNOWN = {
     # Same distance with backend="aot_eager" on the CPU (1.23e-3 of the largest gradient from
     # float64, CPU eager 2.6e-7): dynamo/AOT's, not hpu_backend's.
     "bigbird": pytest.mark.skip(reason="compiled gradients are as far from float64 with aot_eager on CPU"),
-    # hpu_backend only (aot_eager on CPU trains): a frame resumed after a graph break mutates
-    # (index_put_) the output of the previous compiled graph, which arrives as a view made
-    # inside AOT's autograd.Function, so AOT's copy_ back into it raises "Output 0 of
-    # CompiledFunctionBackward is a view and is being modified inplace" (with and without
-    # PT_HPU_COMPILE_FAST_RUNTIME). An open bug of the compile backend.
-    "longformer": pytest.mark.xfail(strict=True, raises=RuntimeError,
-                                    reason="output of a compiled graph arrives as a view (open bug)"),
 }
 CASES = [pytest.param(f, None, marks=KNOWN.get(f, ()), id=f) for f in TRAIN] + [
     pytest.param(f, torch.channels_last_3d if f == "mvit" else torch.channels_last,

@@ -60,7 +60,7 @@ def hpu_compiler_inner(gm: torch.fx.GraphModule, example_inputs: list[Any], is_t
         lazy_ctx = PassContext(gm, example_inputs, graph_name, is_training, is_backward, _is_dynamic(gm))
         pass_restride_view_inputs(lazy_ctx)
         pass_views_follow_runtime_layout(lazy_ctx)
-        compiled = _boxed(gm.forward)
+        compiled = _boxed(_plain_view_outputs(gm, gm.forward))
         compiled.graph_name = graph_name  # type: ignore[attr-defined]
         return compiled
     t0 = time.perf_counter()
@@ -73,9 +73,47 @@ def hpu_compiler_inner(gm: torch.fx.GraphModule, example_inputs: list[Any], is_t
     logger.info("%s compiled (%s%s): %d clusters, %s, %.3f s", graph_name,
                 "training" if is_training else "inference", " backward" if is_backward else "",
                 len(ctx.clusters), ctx.placement_counts, time.perf_counter() - t0)
-    compiled = _boxed(_direct_forward(ctx.graph_module))
+    compiled = _boxed(_plain_view_outputs(ctx.graph_module, _direct_forward(ctx.graph_module)))
     compiled.graph_name = graph_name  # type: ignore[attr-defined]
     return compiled
+
+
+_VIEW_LIKE = (torch.ops.aten.reshape.default, torch.ops.aten._unsafe_view.default)
+
+
+def _view_like(node: Any) -> bool:
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return False
+    op = node.target
+    return op in _VIEW_LIKE or (isinstance(op, torch._ops.OpOverload) and op.is_view)
+
+
+def _plain_view_outputs(gm: torch.fx.GraphModule, forward: Callable[..., Any]) -> Callable[..., Any]:
+    """forward, or forward with its outputs made plain tensors (recipe_compiler.plain_outputs)
+    when a graph output is a view op the graph runs itself (not in a cluster: lazy mode, a
+    view of an eager node's result) over a value it computed. AOT traced such an output as
+    a fresh tensor (a `_unsafe_view` decomposed into `view`); as an autograd view made
+    inside its autograd.Function, an in-place write into it later is refused. Views of
+    graph inputs stay views; clusters make their own outputs plain."""
+    out = next(iter(gm.graph.find_nodes(op="output"))).args[0]
+    needed = False
+    for node in out if isinstance(out, (list, tuple)) else (out,):
+        if not _view_like(node):
+            continue
+        root = node
+        while _view_like(root):
+            root = root.args[0]
+        if isinstance(root, torch.fx.Node) and root.op != "placeholder":
+            needed = True
+            break
+    if not needed:
+        return forward
+    from .recipe_compiler import plain_outputs
+
+    def run(*args: Any) -> Any:
+        return plain_outputs(forward(*args), args)
+
+    return run
 
 
 def _direct_forward(gm: torch.fx.GraphModule) -> Callable[..., Any]:

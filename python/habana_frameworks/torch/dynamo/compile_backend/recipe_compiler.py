@@ -175,7 +175,7 @@ class ClusterRunner:
         except _recipe.NotCapturable as e:
             # The cluster ran to completion during the capture: keep its outputs.
             self._mark_eager(sig, str(e))
-            return e.outputs
+            return plain_outputs(e.outputs, inputs)
         except Exception as e:
             raise _located_error(e, self) from e
         entry = (rec, tensor_pos if baked else None, const_pos, consts, host_pos)
@@ -185,7 +185,7 @@ class ClusterRunner:
         _count("recipe_compilations")
         logger.debug("%s %s: recipe %s for %d ops: %s", self.graph_name, self.name,
                      rec.stats.get("recipe_id"), self.num_ops, rec.stats)
-        return outs
+        return plain_outputs(outs, inputs)
 
     def _tuned_run(self, rec: Any, args: Any):
         tuner = self._tuner
@@ -233,7 +233,43 @@ class ClusterRunner:
                 result = torch.fx.node.map_arg(node.args[0], env.__getitem__)
             else:  # get_attr (constants lifted into the submodule)
                 env[node] = _fetch_attr(self.submodule, node.target)
-        return result
+        return plain_outputs(result, inputs)
+
+
+def _plain(o: Any, input_storages: set[int]) -> Any:
+    if not isinstance(o, torch.Tensor) or o._base is None or o.untyped_storage().data_ptr() in input_storages:
+        return o
+    return torch.ops.aten._unsafe_view(o, o.shape)
+
+
+def plain_outputs(outs: Any, inputs: Sequence[Any]) -> Any:
+    """outs with every tensor that is an autograd view of storage the graph made itself
+    (`reshape` of a `clone`: a `_unsafe_view` AOT traced, decomposed into `view`) turned
+    into a plain tensor over the same memory, as AOT's `_unsafe_view` hides it and as a
+    recipe's replay builds it (hpu_recipe.cpp's kOutFresh). AOT traced such an output as
+    a fresh tensor: returned as a view made inside its autograd.Function, an in-place
+    write into it later (a frame resumed after a graph break mutating it: Longformer's
+    global attention) raises "Output 0 of CompiledFunctionBackward is a view and is
+    being modified inplace". Views of the inputs' storage stay views (AOT regenerates
+    those from the input). The capture and op-by-op paths only: replays are plain."""
+    if isinstance(outs, torch.Tensor):
+        if outs._base is None:
+            return outs
+    elif isinstance(outs, (list, tuple)):
+        if not any(isinstance(o, torch.Tensor) and o._base is not None for o in outs):
+            return outs
+    else:
+        return outs
+    storages = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor)}
+    storages.discard(0)
+    if isinstance(outs, torch.Tensor):
+        return _plain(outs, storages)
+    vals = [_plain(o, storages) for o in outs]
+    if isinstance(outs, list):
+        return vals
+    if type(outs) is tuple:
+        return tuple(vals)
+    return outs._make(vals) if hasattr(outs, "_make") else type(outs)(vals)  # namedtuple, structseq
 
 
 def _tunable() -> bool:
