@@ -89,7 +89,7 @@ test-py:
 		tests/test_hpu_graphs.py tests/test_model_families.py tests/test_layouts.py tests/test_clients_ops.py \
 		tests/test_nn_more_ops.py tests/test_ops_index_more.py tests/test_ops_losses_factories.py \
 		tests/test_hpex_embedding_bag.py tests/test_sdpa_masked_rows.py tests/test_lnorm_s20.py tests/test_ops_selection.py tests/test_clients_deepspeed_accelerator.py tests/test_clients_vllm.py tests/test_clients_mixed_linear.py \
-		tests/test_compile.py tests/test_compile_strides.py tests/test_model_families_more.py tests/test_model_families_extra.py \
+		tests/test_compile.py tests/test_compile_strides.py tests/test_compile_output_alias_s21.py tests/test_model_families_more.py tests/test_model_families_extra.py \
 		tests/test_torchvision_pool_deform.py tests/test_dtype_semantics.py \
 		tests/test_clients_s17_generator.py tests/test_clients_s17_vllm_ops.py tests/test_clients_s17_surface.py \
 		tests/test_model_families_s19.py
