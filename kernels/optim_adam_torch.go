@@ -92,29 +92,59 @@ func AdamTorch(l AdamTorchLists, p AdamTorchParams) error {
 		}
 		consts[i] = newAdamTorchConsts(p, step)
 	}
-	parts := optParts(l.Param)
-	run := func(pt optPart) {
-		k := &consts[pt.ti]
-		ops := adamTorchOperands{
-			p: l.Param[pt.ti], g: l.Grad[pt.ti], m: l.Avg[pt.ti], v: l.Sq[pt.ti],
-			po: l.ParamOut[pt.ti], mo: l.AvgOut[pt.ti], vo: l.SqOut[pt.ti],
+	ops := make([]adamTorchOperands, n)
+	for i := range ops {
+		ops[i] = adamTorchOperands{p: l.Param[i], g: l.Grad[i], m: l.Avg[i], v: l.Sq[i],
+			po: l.ParamOut[i], mo: l.AvgOut[i], vo: l.SqOut[i]}
+		if p.AMSGrad {
+			ops[i].mx, ops[i].mxo = l.MaxSq[i], l.MaxSqOut[i]
 		}
-		if k.amsgrad {
-			ops.mx, ops.mxo = l.MaxSq[pt.ti], l.MaxSqOut[pt.ti]
-		}
-		adamTorchChunk(k, &ops, pt.lo, pt.hi)
 	}
-	if len(parts) == 1 {
-		run(parts[0])
+	shares := adamShares(l.Param)
+	if len(shares) == 1 {
+		adamTorchRun(consts, ops, shares[0])
 		return nil
 	}
-	w := min(Workers(), len(parts))
-	RunParts(w, func(wi int) {
-		for i := wi; i < len(parts); i += w {
-			run(parts[i])
-		}
-	})
+	RunParts(len(shares), func(wi int) { adamTorchRun(consts, ops, shares[wi]) })
 	return nil
+}
+
+// adamBatch is the most float32 elements whose square roots go to one vsSqrt call (the
+// scratch of one worker).
+const adamBatch = 32 * 1024
+
+// adamMinShare is the fewest elements worth a worker of their own: below it the hand-off
+// costs more than the second core saves.
+const adamMinShare = 8 * 1024
+
+// adamShares splits the group's elements, as if its tensors were laid end to end, into
+// one contiguous share per worker (each a list of tensor pieces), so that uneven tensors
+// (a weight and its bias) balance over the workers.
+func adamShares(params []Tensor) [][]optPart {
+	var total int64
+	for _, t := range params {
+		total += t.Numel()
+	}
+	w := int64(min(Workers(), max(1, int(total/adamMinShare))))
+	shares := make([][]optPart, w)
+	bound := func(s int64) int64 { return s * total / w } // share s starts here
+	var base, s int64
+	for ti, t := range params {
+		n := t.Numel()
+		for lo := int64(0); lo < n; {
+			for s < w-1 && base+lo >= bound(s+1) {
+				s++
+			}
+			end := n
+			if s < w-1 {
+				end = min(n, bound(s+1)-base)
+			}
+			shares[s] = append(shares[s], optPart{ti, lo, end})
+			lo = end
+		}
+		base += n
+	}
+	return shares
 }
 
 // adamTorchOperands are one tensor's operands (mx, mxo unset without amsgrad).

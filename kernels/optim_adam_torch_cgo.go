@@ -44,60 +44,109 @@ static int hpusim_adam_find_vml(void) {
 	return hpusim_adam_vs_sqrt != 0;
 }
 
-#define ADAM_BLOCK 512
+// The amsgrad loads and stores of the maxima are a compile-time choice (each kernel comes
+// with and without them): left to a runtime flag, the compiler if-converts them into
+// masked vector loads from the null MX, a microcoded slow path on AMD Zen that made the
+// whole update ~30x slower.
 
-// Element by element up to the square root, the square roots of the block, then the
-// update. R rounds an op's result to the storage dtype; LD/ST load and store it.
-#define ADAM_KERNEL(T, LD, ST, R, VML)                                                      \
-	const int small = fabsf(k.w1) < 0.5f;                                                 \
-	const float w1m1 = k.w1 - 1.0f;                                                       \
-	float U[ADAM_BLOCK], PD[ADAM_BLOCK], MN[ADAM_BLOCK];                                   \
-	for (int64_t i0 = 0; i0 < n; i0 += ADAM_BLOCK) {                                       \
-		int nb = (int)(n - i0 < ADAM_BLOCK ? n - i0 : ADAM_BLOCK);                        \
-		for (int j = 0; j < nb; j++) {                                                    \
-			int64_t i = i0 + j;                                                           \
-			float g = LD(G[i]), p = LD(P[i]), m = LD(M[i]), v = LD(V[i]);                 \
-			if (k.maximize) g = -g;                                                      \
-			if (k.has_decay) p = R(p * k.decay);                                        \
-			if (k.has_l2) g = R(fmaf(p, k.l2, g));                                      \
-			m = small ? R(fmaf(k.w1, g - m, m)) : R(fmaf(w1m1, g - m, g));               \
-			v = R(v * k.b2);                                                             \
-			v = R(fmaf(k.c2 * g, g, v));                                                 \
-			float u = v;                                                                  \
-			if (k.amsgrad) {                                                             \
-				u = adam_max(LD(MX[i]), v);                                               \
-				MX[i] = ST(u);                                                            \
-			}                                                                             \
-			M[i] = ST(m);                                                                 \
-			V[i] = ST(v);                                                                 \
-			U[j] = u;                                                                     \
-			PD[j] = p;                                                                    \
-			MN[j] = m;                                                                    \
-		}                                                                                 \
-		if (VML && hpusim_adam_vs_sqrt) {                                                 \
-			hpusim_adam_vs_sqrt(nb, U, U);                                                \
-		} else {                                                                          \
-			for (int j = 0; j < nb; j++) U[j] = sqrtf(U[j]);                              \
-		}                                                                                 \
-		for (int j = 0; j < nb; j++) {                                                    \
-			float d = R(R(R(U[j]) / k.bc2s) + k.eps);                                   \
-			P[i0 + j] = ST(R(PD[j] + (k.neg_step * MN[j]) / d));                        \
-		}                                                                                 \
-	}
+// bfloat16 in one pass: every op's result rounded to bfloat16 as torch's bfloat16 CPU ops
+// do; torch's bfloat16 sqrt widens to float32 and takes the exact square root.
+#define ADAM_BF16(NAME, AMS)                                                                    \
+ADAM_CLONES static void NAME(const hpusim_adam_k *kp, uint16_t *restrict P,                       \
+		const uint16_t *restrict G, uint16_t *restrict M, uint16_t *restrict V, uint16_t *restrict MX, \
+		int64_t n) {                                                                            \
+	const hpusim_adam_k k = *kp;                                                                \
+	const int small = fabsf(k.w1) < 0.5f;                                                       \
+	const float w1m1 = k.w1 - 1.0f;                                                             \
+	for (int64_t i = 0; i < n; i++) {                                                           \
+		float g = adam_bf2f(G[i]), p = adam_bf2f(P[i]), m = adam_bf2f(M[i]), v = adam_bf2f(V[i]); \
+		if (k.maximize) g = -g;                                                                 \
+		if (k.has_decay) p = adam_r16(p * k.decay);                                             \
+		if (k.has_l2) g = adam_r16(fmaf(p, k.l2, g));                                           \
+		m = small ? adam_r16(fmaf(k.w1, g - m, m)) : adam_r16(fmaf(w1m1, g - m, g));            \
+		v = adam_r16(v * k.b2);                                                                 \
+		v = adam_r16(fmaf(k.c2 * g, g, v));                                                     \
+		float u = v;                                                                            \
+		if (AMS) {                                                                              \
+			u = adam_max(adam_bf2f(MX[i]), v);                                                  \
+			MX[i] = adam_f2bf(u);                                                               \
+		}                                                                                       \
+		M[i] = adam_f2bf(m);                                                                    \
+		V[i] = adam_f2bf(v);                                                                    \
+		float d = adam_r16(adam_r16(adam_r16(sqrtf(u)) / k.bc2s) + k.eps);                      \
+		P[i] = adam_f2bf(adam_r16(p + (k.neg_step * m) / d));                                   \
+	}                                                                                           \
+}
+ADAM_BF16(hpusim_adam_bf16_plain, 0)
+ADAM_BF16(hpusim_adam_bf16_ams, 1)
 
-#define ADAM_ID(x) (x)
-
-ADAM_CLONES static void hpusim_adam_torch_f32(const hpusim_adam_k *kp, float *restrict P, const float *restrict G,
-		float *restrict M, float *restrict V, float *restrict MX, int64_t n) {
-	const hpusim_adam_k k = *kp;
-	ADAM_KERNEL(float, ADAM_ID, ADAM_ID, ADAM_ID, 1)
+static void hpusim_adam_torch_bf16(const hpusim_adam_k *kp, uint16_t *P, const uint16_t *G, uint16_t *M,
+		uint16_t *V, uint16_t *MX, int64_t n) {
+	if (kp->amsgrad) hpusim_adam_bf16_ams(kp, P, G, M, V, MX, n);
+	else hpusim_adam_bf16_plain(kp, P, G, M, V, MX, n);
 }
 
-// bfloat16: torch's bfloat16 sqrt widens to float32 and takes the exact square root.
-ADAM_CLONES static void hpusim_adam_torch_bf16(const hpusim_adam_k *kp, uint16_t *restrict P,
-		const uint16_t *restrict G, uint16_t *restrict M, uint16_t *restrict V, uint16_t *restrict MX, int64_t n) {
+// float32 in two passes, so that the square roots of many tensors' pieces go to vsSqrt in
+// one call (each call costs ~6 us on top of its elements here, more than a small tensor's
+// whole update). Pass 1: the moments (and maxima) in place, the square root's operand to U.
+#define ADAM_F32_MOMENTS(NAME, AMS)                                                             \
+ADAM_CLONES static void NAME(const hpusim_adam_k *kp, const float *restrict P,                    \
+		const float *restrict G, float *restrict M, float *restrict V, float *restrict MX,       \
+		float *restrict U, int64_t n) {                                                         \
+	const hpusim_adam_k k = *kp;                                                                \
+	const int small = fabsf(k.w1) < 0.5f;                                                       \
+	const float w1m1 = k.w1 - 1.0f;                                                             \
+	for (int64_t i = 0; i < n; i++) {                                                           \
+		float g = G[i], p = P[i], m = M[i], v = V[i];                                           \
+		if (k.maximize) g = -g;                                                                 \
+		if (k.has_decay) p = p * k.decay;                                                       \
+		if (k.has_l2) g = fmaf(p, k.l2, g);                                                     \
+		m = small ? fmaf(k.w1, g - m, m) : fmaf(w1m1, g - m, g);                                \
+		v = v * k.b2;                                                                           \
+		v = fmaf(k.c2 * g, g, v);                                                               \
+		float u = v;                                                                            \
+		if (AMS) {                                                                              \
+			u = adam_max(MX[i], v);                                                             \
+			MX[i] = u;                                                                          \
+		}                                                                                       \
+		M[i] = m;                                                                               \
+		V[i] = v;                                                                               \
+		U[i] = u;                                                                               \
+	}                                                                                           \
+}
+ADAM_F32_MOMENTS(hpusim_adam_f32_moments_plain, 0)
+ADAM_F32_MOMENTS(hpusim_adam_f32_moments_ams, 1)
+
+static void hpusim_adam_f32_moments(const hpusim_adam_k *kp, const float *P, const float *G, float *M,
+		float *V, float *MX, float *U, int64_t n) {
+	if (kp->amsgrad) hpusim_adam_f32_moments_ams(kp, P, G, M, V, MX, U, n);
+	else hpusim_adam_f32_moments_plain(kp, P, G, M, V, MX, U, n);
+}
+
+// Pass 2: the parameter update from the new moment and the square root in U (the decayed
+// parameter is computed again from the untouched P: the same product, the same bits).
+ADAM_CLONES static void hpusim_adam_f32_update(const hpusim_adam_k *kp, float *restrict P,
+		const float *restrict M, const float *restrict U, int64_t n) {
 	const hpusim_adam_k k = *kp;
-	ADAM_KERNEL(uint16_t, adam_bf2f, adam_f2bf, adam_r16, 0)
+	for (int64_t i = 0; i < n; i++) {
+		float p = P[i];
+		if (k.has_decay) p = p * k.decay;
+		float d = U[i] / k.bc2s + k.eps;
+		P[i] = p + (k.neg_step * M[i]) / d;
+	}
+}
+
+static void hpusim_adam_sqrtf(float *U, int64_t n) {
+	for (int64_t i = 0; i < n; i++) U[i] = sqrtf(U[i]);
+}
+
+// U = sqrt(U) as torch's float32 sqrt computes it here.
+static void hpusim_adam_sqrt(float *U, int64_t n) {
+	if (hpusim_adam_vs_sqrt) {
+		hpusim_adam_vs_sqrt((int)n, U, U);
+		return;
+	}
+	hpusim_adam_sqrtf(U, n);
 }
 */
 import "C"
@@ -118,19 +167,19 @@ func adamFlag(b bool) C.int32_t {
 	return 0
 }
 
-// adamTorchChunk updates elements [lo, hi) of one tensor with the C kernel.
-func adamTorchChunk(k *adamTorchConsts, o *adamTorchOperands, lo, hi int64) {
-	adamFindVML()
-	ck := C.hpusim_adam_k{
+var adamScratch = sync.Pool{New: func() any { b := make([]float32, adamBatch); return &b }}
+
+func adamCK(k *adamTorchConsts) C.hpusim_adam_k {
+	return C.hpusim_adam_k{
 		decay: C.float(k.decay), l2: C.float(k.l2), w1: C.float(k.w1), b2: C.float(k.b2), c2: C.float(k.c2),
 		bc2s: C.float(k.bc2s), eps: C.float(k.eps), neg_step: C.float(k.negStep),
 		has_decay: adamFlag(k.hasDecay), has_l2: adamFlag(k.hasL2), maximize: adamFlag(k.maximize), amsgrad: adamFlag(k.amsgrad),
 	}
-	es := int64(4)
-	if o.p.DType == BFloat16 {
-		es = 2
-	}
-	// The kernel updates in place: an output that is not its input gets the input first.
+}
+
+// adamInPlace gives the output tensors of piece [lo, hi) the inputs' values first when they
+// are other tensors: the C kernels update in place.
+func adamInPlace(k *adamTorchConsts, o *adamTorchOperands, lo, hi, es int64) {
 	bytes := func(t Tensor) []byte { return unsafe.Slice((*byte)(at(t.Ptr, lo*es)), int((hi-lo)*es)) }
 	pairs := [][2]Tensor{{o.po, o.p}, {o.mo, o.m}, {o.vo, o.v}}
 	if k.amsgrad {
@@ -141,18 +190,73 @@ func adamTorchChunk(k *adamTorchConsts, o *adamTorchOperands, lo, hi int64) {
 			copy(bytes(pr[0]), bytes(pr[1]))
 		}
 	}
-	ptr := func(t Tensor) unsafe.Pointer {
-		if t.Ptr == nil {
-			return nil
+}
+
+func adamPtr(t Tensor, off int64) unsafe.Pointer {
+	if t.Ptr == nil {
+		return nil
+	}
+	return at(t.Ptr, off)
+}
+
+// adamTorchRun updates the pieces of one worker's share with the C kernels: bfloat16
+// pieces one by one, float32 ones in batches whose square roots are one call.
+func adamTorchRun(consts []adamTorchConsts, ops []adamTorchOperands, parts []optPart) {
+	adamFindVML()
+	var scratch *[]float32
+	type pending struct {
+		pt  optPart
+		off int64
+	}
+	var batch []pending
+	var used int64
+	flush := func() {
+		if used == 0 {
+			return
 		}
-		return at(t.Ptr, lo*es)
+		u := *scratch
+		C.hpusim_adam_sqrt((*C.float)(unsafe.Pointer(&u[0])), C.int64_t(used))
+		for _, b := range batch {
+			k, o := adamCK(&consts[b.pt.ti]), &ops[b.pt.ti]
+			lo := b.pt.lo * 4
+			C.hpusim_adam_f32_update(&k, (*C.float)(adamPtr(o.po, lo)), (*C.float)(adamPtr(o.mo, lo)),
+				(*C.float)(unsafe.Pointer(&u[b.off])), C.int64_t(b.pt.hi-b.pt.lo))
+		}
+		batch, used = batch[:0], 0
 	}
-	n := C.int64_t(hi - lo)
-	if es == 4 {
-		C.hpusim_adam_torch_f32(&ck, (*C.float)(ptr(o.po)), (*C.float)(ptr(o.g)), (*C.float)(ptr(o.mo)),
-			(*C.float)(ptr(o.vo)), (*C.float)(ptr(o.mxo)), n)
-		return
+	for _, whole := range parts {
+		k, o := &consts[whole.ti], &ops[whole.ti]
+		if o.p.DType == BFloat16 {
+			adamInPlace(k, o, whole.lo, whole.hi, 2)
+			ck := adamCK(k)
+			lo := whole.lo * 2
+			C.hpusim_adam_torch_bf16(&ck, (*C.uint16_t)(adamPtr(o.po, lo)), (*C.uint16_t)(adamPtr(o.g, lo)),
+				(*C.uint16_t)(adamPtr(o.mo, lo)), (*C.uint16_t)(adamPtr(o.vo, lo)), (*C.uint16_t)(adamPtr(o.mxo, lo)),
+				C.int64_t(whole.hi-whole.lo))
+			continue
+		}
+		if scratch == nil {
+			scratch = adamScratch.Get().(*[]float32)
+		}
+		for lo := whole.lo; lo < whole.hi; {
+			if used == adamBatch {
+				flush()
+			}
+			hi := min(whole.hi, lo+adamBatch-used)
+			adamInPlace(k, o, lo, hi, 4)
+			ck := adamCK(k)
+			u := *scratch
+			b := lo * 4
+			C.hpusim_adam_f32_moments(&ck, (*C.float)(adamPtr(o.po, b)), (*C.float)(adamPtr(o.g, b)),
+				(*C.float)(adamPtr(o.mo, b)), (*C.float)(adamPtr(o.vo, b)), (*C.float)(adamPtr(o.mxo, b)),
+				(*C.float)(unsafe.Pointer(&u[used])), C.int64_t(hi-lo))
+			batch = append(batch, pending{optPart{whole.ti, lo, hi}, used})
+			used += hi - lo
+			lo = hi
+		}
 	}
-	C.hpusim_adam_torch_bf16(&ck, (*C.uint16_t)(ptr(o.po)), (*C.uint16_t)(ptr(o.g)), (*C.uint16_t)(ptr(o.mo)),
-		(*C.uint16_t)(ptr(o.vo)), (*C.uint16_t)(ptr(o.mxo)), n)
+	if scratch != nil {
+		flush()
+		adamScratch.Put(scratch)
+	}
 }

@@ -8,6 +8,8 @@ import "math"
 // the last bit of a bias correction.
 func libmPow(x, y float64) float64 { return math.Pow(x, y) }
 
-func adamTorchChunk(k *adamTorchConsts, o *adamTorchOperands, lo, hi int64) {
-	adamTorchChunkGo(k, o, lo, hi)
+func adamTorchRun(consts []adamTorchConsts, ops []adamTorchOperands, parts []optPart) {
+	for _, pt := range parts {
+		adamTorchChunkGo(&consts[pt.ti], &ops[pt.ti], pt.lo, pt.hi)
+	}
 }

@@ -12,7 +12,7 @@ import (
 // the judge in tests/test_compile_optimizer.py.
 func TestAdamTorchCMatchesGo(t *testing.T) {
 	r := rand.New(rand.NewSource(7))
-	sizes := []int64{3, 1000, 2*optChunk + 5}
+	sizes := []int64{3, 1000, 2*optChunk + 5, adamBatch + 77, 9}
 	for _, dt := range []DType{Float32, BFloat16} {
 		for flags := 0; flags < 16; flags++ {
 			for _, w1 := range []float64{1 - 0.9, 1 - 0.3} {
@@ -99,6 +99,47 @@ func TestAdamTorchCMatchesGo(t *testing.T) {
 	}
 }
 
+// The workers' shares cover every element of the group once, in order, and balance
+// tensors of very different sizes.
+func TestAdamShares(t *testing.T) {
+	defer SetThreads(SetThreads(2))
+	for _, sizes := range [][]int64{{8192, 128, 8192, 64, 640, 10}, {5}, {0, 0}, {1 << 20}, {3, adamMinShare * 2, 1}} {
+		var params []Tensor
+		var total int64
+		for _, n := range sizes {
+			params = append(params, Tensor{Sizes: []int64{n}, Strides: []int64{1}, DType: Float32})
+			total += n
+		}
+		shares := adamShares(params)
+		if want := min(Workers(), max(1, int(total/adamMinShare))); len(shares) != want {
+			t.Fatalf("%v: %d shares, want %d", sizes, len(shares), want)
+		}
+		next := make([]int64, len(sizes))
+		ti := 0
+		for si, sh := range shares {
+			var got int64
+			for _, pt := range sh {
+				for ti < len(sizes) && next[ti] == sizes[ti] {
+					ti++
+				}
+				if pt.ti != ti || pt.lo != next[ti] || pt.hi <= pt.lo {
+					t.Fatalf("%v: share %d piece %+v, expected tensor %d from %d", sizes, si, pt, ti, next[ti])
+				}
+				next[ti] = pt.hi
+				got += pt.hi - pt.lo
+			}
+			if w := int64(len(shares)); got < total/w-1 || got > total/w+1 {
+				t.Fatalf("%v: share %d has %d of %d elements", sizes, si, got, total)
+			}
+		}
+		for i, n := range sizes {
+			if next[i] != n {
+				t.Fatalf("%v: tensor %d covered up to %d", sizes, i, next[i])
+			}
+		}
+	}
+}
+
 func adamTestTensor(dt DType, n int64) Tensor {
 	if dt == BFloat16 {
 		v := make([]uint16, n)
@@ -127,4 +168,33 @@ func adamTestGet(t Tensor, i int64) float32 {
 		return BF16ToF32(*(*uint16)(at(t.Ptr, i*2)))
 	}
 	return *(*float32)(at(t.Ptr, i*4))
+}
+
+// The MLP's AdamW group (6 tensors, 17226 elements) in place.
+func BenchmarkAdamTorchMLP(b *testing.B) {
+	p := AdamTorchParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, LerpWeight: 0.1, SqWeight: 1e-3,
+		Decay: 1 - 1e-5, HasDecay: true}
+	r := rand.New(rand.NewSource(1))
+	var l AdamTorchLists
+	for _, n := range []int64{8192, 128, 8192, 64, 640, 10} {
+		mk := func(scale float64) Tensor {
+			t := adamTestTensor(Float32, n)
+			for i := int64(0); i < n; i++ {
+				adamTestSet(t, i, float32(r.NormFloat64()*scale))
+			}
+			return t
+		}
+		pt, g, m, v := mk(1), mk(1e-2), mk(1e-3), mk(1e-3)
+		for i := int64(0); i < n; i++ {
+			adamTestSet(v, i, float32(math.Abs(float64(adamTestGet(v, i)))))
+		}
+		l.Param, l.Grad, l.Avg, l.Sq = append(l.Param, pt), append(l.Grad, g), append(l.Avg, m), append(l.Sq, v)
+		l.ParamOut, l.AvgOut, l.SqOut = append(l.ParamOut, pt), append(l.AvgOut, m), append(l.SqOut, v)
+		l.Steps = append(l.Steps, Tensor{Ptr: adamTestPtr(5), DType: Float32})
+	}
+	for i := 0; i < b.N; i++ {
+		if err := AdamTorch(l, p); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -15,14 +15,14 @@ from habana_frameworks.torch.dynamo.compile_backend import optimizer_pattern
 SHAPES = [(33, 40), (33,), (7, 33), (7,), (3000,)]
 
 
-def _params(dtype: torch.dtype, seed: int = 0) -> list[torch.Tensor]:
+def _params(dtype: torch.dtype, seed: int = 0, shapes=SHAPES) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(s, generator=g).to(dtype).requires_grad_() for s in SHAPES]
+    return [torch.randn(s, generator=g).to(dtype).requires_grad_() for s in shapes]
 
 
-def _grads(step: int, dtype: torch.dtype, nan_at: int | None = None) -> list[torch.Tensor]:
+def _grads(step: int, dtype: torch.dtype, nan_at: int | None = None, shapes=SHAPES) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(100 + step)
-    out = [(torch.randn(s, generator=g) * 0.01).to(dtype) for s in SHAPES]
+    out = [(torch.randn(s, generator=g) * 0.01).to(dtype) for s in shapes]
     if nan_at == step:
         out[0][0, 0] = float("nan")
         out[4][7] = float("inf")
@@ -32,16 +32,17 @@ def _grads(step: int, dtype: torch.dtype, nan_at: int | None = None) -> list[tor
 ON = {"fuse_optimizer": True}
 
 
-def _run(make_opt, dtype=torch.float32, steps=5, nan_at=None, options=ON, between=None, eager_first=False):
+def _run(make_opt, dtype=torch.float32, steps=5, nan_at=None, options=ON, between=None, eager_first=False,
+         shapes=SHAPES):
     """(cpu params, hpu params, cpu optimizer, hpu optimizer) after `steps` steps: eager on
     CPU, compiled on hpu (the first one eager too with eager_first)."""
     torch._dynamo.reset()
-    ref = _params(dtype)
+    ref = _params(dtype, shapes=shapes)
     hpu = [p.detach().to("hpu").requires_grad_() for p in ref]
     opt_ref, opt_hpu = make_opt(ref), make_opt(hpu)
     step = torch.compile(lambda: opt_hpu.step(), backend="hpu_backend", options=options)
     for i in range(steps):
-        for p_ref, p_hpu, g in zip(ref, hpu, _grads(i, dtype, nan_at)):
+        for p_ref, p_hpu, g in zip(ref, hpu, _grads(i, dtype, nan_at, shapes)):
             p_ref.grad, p_hpu.grad = g, g.to("hpu")
         opt_ref.step()
         if eager_first and i == 0:
@@ -80,6 +81,28 @@ def test_fused_adam_step_bit_equal_to_cpu_eager(case):
     before = _fused()
     _assert_bit_equal(*_run(CASES[case]))
     assert _fused() - before == len(SHAPES)  # one compile, every parameter fused
+
+
+def test_fused_by_default():
+    """hpu_backend without options fuses the step (PT_HPU_COMPILE_FUSE_OPTIMIZER=1)."""
+    before = _fused()
+    _assert_bit_equal(*_run(CASES["adamw"], options=None, steps=2))
+    assert _fused() - before == len(SHAPES)
+
+
+# Enough elements for both kernel workers' shares and, in each, more than one batch of
+# square roots (kernels/optim_adam_torch.go: adamMinShare 8K, adamBatch 32K elements per
+# vsSqrt call), with tensors split across shares and batches.
+BIG_SHAPES = [(251, 157), (10,), (33000,), (7, 3), (64, 600), (5,)]
+
+
+@pytest.mark.parametrize("case,dtype", [("adamw", torch.float32), ("adamw_wd_amsgrad", torch.float32),
+                                        ("adam_l2_maximize_amsgrad", torch.float32),
+                                        ("adamw_wd_amsgrad", torch.bfloat16)])
+def test_fused_adam_large_group_bit_equal_to_cpu_eager(case, dtype):
+    before = _fused()
+    _assert_bit_equal(*_run(CASES[case], dtype=dtype, steps=3, shapes=BIG_SHAPES, nan_at=1 if dtype == torch.float32 else None))
+    assert _fused() - before == len(BIG_SHAPES)
 
 
 @pytest.mark.parametrize("case", ["adamw", "adamw_wd_amsgrad", "adamw_no_wd_maximize"])
@@ -162,11 +185,11 @@ def test_lr_scheduler_changes_lr_between_steps():
 
 
 def test_unmatched_forms_keep_the_traced_ops():
-    """capturable=True (step counts on the device) and the pass off (the default) run the
-    traced ops: not fused, still equal to CPU within float32 rounding."""
+    """capturable=True (step counts on the device) and the pass turned off run the traced
+    ops: not fused, still equal to CPU within float32 rounding."""
     before = _fused()
     for make, options in ((lambda ps: torch.optim.AdamW(ps, lr=1e-2, capturable=ps[0].device.type == "hpu"), None),
-                          (CASES["adamw"], None)):
+                          (CASES["adamw"], {"fuse_optimizer": False})):
         ref, hpu, opt_ref, opt_hpu = _run(make, options=options)
         for p_ref, p_hpu in zip(ref, hpu):
             torch.testing.assert_close(p_hpu.detach().cpu(), p_ref.detach(), rtol=1e-5, atol=1e-6)
