@@ -3,11 +3,10 @@
 // (and HPUSIM_ISA allows them) for the forms hpusim_gelu_avx2_flag selects. Closer to a float64 reference than torch's CPU kernels,
 // whose erf (Abramowitz-Stegun 7.1.26, 1.5e-7 absolute) and 1 + tanh lose the negative
 // tail to cancellation:
-//   - erf form: Phi(x) = 1/2 + phi0 * x * S(x^2) by its Taylor series below |x| = 0.7, else
-//     from h = erfc(|x|/sqrt2)/2 = t/2 * exp(-x^2/2 + P(t)) (Numerical Recipes' erfcc,
-//     relative error < 1.2e-7 for every argument) with x^2 split exactly into hi + lo and
-//     the exponential's argument reduced in two parts, so the tail keeps its relative
-//     accuracy down to the subnormals (h carries a factor 2^64 until the last multiply);
+//   - erf form: Phi(-|x|) = e^(-x^2/2) N(|x|)/D(|x|), a rational fit with positive
+//     coefficients (see gl_erfq), x^2 split exactly and the exponential scaled by 2^64, so
+//     the tail keeps its relative accuracy down to the subnormals; Phi(x) = 1 - Phi(-x)
+//     for x >= 0;
 //   - tanh form: 0.5 x (1 + tanh u) = x / (1 + exp(-2u)), no cancellation for u < 0.
 #ifndef HPUSIM_GELU_AVX2_H
 #define HPUSIM_GELU_AVX2_H
@@ -18,10 +17,8 @@
 
 #define GLT __attribute__((target("avx2,fma")))
 
-// Which forms run in the AVX2 lanes: bit 0 the tanh form, bit 1 the erf form. -1: not
-// decided yet. The erf form's lanes are ~1.5x the portable loop's time (both the series and
-// the erfc tail for every lane, against one erf of 7.1.26), so by default only the tanh form
-// (faster than its portable loop) runs here; tests sweep both.
+// Which forms run in the AVX2 lanes: bit 0 the tanh form, bit 1 the erf form (both by
+// default; 0 keeps the portable loops, torch's formulas). -1: not decided yet.
 static int hpusim_gelu_avx2_flag = -1;
 
 static inline int hpusim_gelu_avx2_have(void) { return HPUSIM_AVX2() && HPUSIM_CPU_HAS(HPUSIM_ISA_LEVEL_AVX2, "fma"); }
@@ -29,7 +26,7 @@ static inline int hpusim_gelu_avx2_have(void) { return HPUSIM_AVX2() && HPUSIM_C
 static int hpusim_gelu_avx2_ok(void) {
 	int v = __atomic_load_n(&hpusim_gelu_avx2_flag, __ATOMIC_RELAXED);
 	if (v < 0) {
-		v = hpusim_gelu_avx2_have() ? 1 : 0;
+		v = hpusim_gelu_avx2_have() ? 3 : 0;
 		__atomic_store_n(&hpusim_gelu_avx2_flag, v, __ATOMIC_RELAXED);
 	}
 	return v;
@@ -57,18 +54,6 @@ GLT static inline __m256 gl_expr(__m256 r) {
 	return _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), GL_S(1.0f));
 }
 
-// 2^64 * e^(a + b) for a + b in [-107, 0] (a large and exact, b small): the reduction
-// subtracts n ln2 from a first, exactly, then adds b.
-GLT static inline __m256 gl_exp2p(__m256 a, __m256 b) {
-	__m256 n = _mm256_round_ps(_mm256_mul_ps(_mm256_add_ps(a, b), GL_S(1.44269504088896341f)),
-	                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	__m256 r = _mm256_fmadd_ps(n, GL_S(-0.693145751953125f), a);
-	r = _mm256_add_ps(r, b);
-	r = _mm256_fmadd_ps(n, GL_S(-1.428606765330187e-06f), r);
-	__m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127 + 64)), 23);
-	return _mm256_mul_ps(gl_expr(r), _mm256_castsi256_ps(e));
-}
-
 // e^v * 2^sh for v <= 0 (sh 0 or 64; underflow through the subnormals to 0, NaN kept).
 GLT static inline __m256 gl_expneg(__m256 v, int sh) {
 	v = _mm256_max_ps(GL_S(-190.0f), v); // NaN stays (second operand)
@@ -84,70 +69,81 @@ GLT static inline __m256 gl_expneg(__m256 v, int sh) {
 
 static const float gl_phi0 = 0.398942280401432678f; // 1/sqrt(2 pi)
 
-// Phi(x) - 1/2 for |x| < 0.7: phi0 x (1 - x^2/6 + x^4/40 - ...), through x^13.
-GLT static inline __m256 gl_phi_small(__m256 x, __m256 x2) {
-	__m256 s = GL_S(1.0f / 599040);
-	s = _mm256_fmadd_ps(s, x2, GL_S(-1.0f / 42240));
-	s = _mm256_fmadd_ps(s, x2, GL_S(1.0f / 3456));
-	s = _mm256_fmadd_ps(s, x2, GL_S(-1.0f / 336));
-	s = _mm256_fmadd_ps(s, x2, GL_S(1.0f / 40));
-	s = _mm256_fmadd_ps(s, x2, GL_S(-1.0f / 6));
-	s = _mm256_fmadd_ps(s, x2, GL_S(1.0f));
-	return _mm256_mul_ps(_mm256_mul_ps(x, GL_S(gl_phi0)), s);
+// The erf form's Phi(-a) = erfc(a/sqrt2)/2 for a = |x| in [0, 14.5] is e^(-a^2/2) N(a)/D(a):
+// N/D (degrees 4 and 5, D(0) = 1, every coefficient positive so the Horner sums do not
+// cancel) is a minimax fit of erfcx(a/sqrt2)/2 with relative error 6e-9 in float64 (about
+// 4 ulps evaluated in float32); e^(-a^2/2) has a^2 split exactly into hi + lo and carries a
+// factor 2^64 until the last multiply, so the tail keeps its relative accuracy down into the
+// subnormals. One division and one exponential serve the forward (x Phi) and the backward
+// (Phi + x phi, phi = e^(-x^2/2)/sqrt(2 pi)). Above 14.5 every result rounds to 0, x or 1.
+#define GL_ERF_A 14.5f
+GLT static inline __m256 gl_erfq(__m256 a) {
+	__m256 n = GL_S(4.116312601e-03f);
+	n = _mm256_fmadd_ps(n, a, GL_S(4.063324630e-02f));
+	n = _mm256_fmadd_ps(n, a, GL_S(1.832351834e-01f));
+	n = _mm256_fmadd_ps(n, a, GL_S(4.382950068e-01f));
+	n = _mm256_fmadd_ps(n, a, GL_S(0.5f));
+	__m256 d = GL_S(1.031794585e-02f);
+	d = _mm256_fmadd_ps(d, a, GL_S(1.018588841e-01f));
+	d = _mm256_fmadd_ps(d, a, GL_S(4.694707394e-01f));
+	d = _mm256_fmadd_ps(d, a, GL_S(1.202503324e+00f));
+	d = _mm256_fmadd_ps(d, a, GL_S(1.674474955e+00f));
+	d = _mm256_fmadd_ps(d, a, GL_S(1.0f));
+	return _mm256_div_ps(n, d);
 }
 
-// 2^64 * erfc(|x|/sqrt2)/2 (0 above |x| = 14.5, where the results round to 0 or 1), and
-// 2^64 * e^(-x^2/2) when ephi is not NULL.
-GLT static inline __m256 gl_tail(__m256 x, __m256 ax, __m256 *ephi) {
-	__m256 t = _mm256_div_ps(GL_S(1.0f), _mm256_fmadd_ps(ax, GL_S(0.353553390593273762f), GL_S(1.0f)));
-	__m256 p = GL_S(0.17087277f);
-	p = _mm256_fmadd_ps(p, t, GL_S(-0.82215223f));
-	p = _mm256_fmadd_ps(p, t, GL_S(1.48851587f));
-	p = _mm256_fmadd_ps(p, t, GL_S(-1.13520398f));
-	p = _mm256_fmadd_ps(p, t, GL_S(0.27886807f));
-	p = _mm256_fmadd_ps(p, t, GL_S(-0.18628806f));
-	p = _mm256_fmadd_ps(p, t, GL_S(0.09678418f));
-	p = _mm256_fmadd_ps(p, t, GL_S(0.37409196f));
-	p = _mm256_fmadd_ps(p, t, GL_S(1.00002368f));
-	p = _mm256_fmadd_ps(p, t, GL_S(-1.26551223f));
-	__m256 hi = _mm256_mul_ps(x, x), lo = _mm256_fmsub_ps(x, x, hi);
-	__m256 a = _mm256_mul_ps(hi, GL_S(-0.5f)), bl = _mm256_mul_ps(lo, GL_S(-0.5f));
-	__m256 far = _mm256_cmp_ps(ax, GL_S(14.5f), _CMP_GT_OQ);
-	if (ephi) *ephi = _mm256_andnot_ps(far, gl_exp2p(a, bl));
-	__m256 h = _mm256_mul_ps(_mm256_mul_ps(t, GL_S(0.5f)), gl_exp2p(a, _mm256_add_ps(p, bl)));
-	return _mm256_andnot_ps(far, h);
+// 2^64 e^(-a^2/2) for a in [0, 14.5]: -a^2/2 = v + lo/2 (v exact), n = rint(v / ln2) from the
+// bits of v log2e + 1.5 2^23, e^r (|r| <= ln2/2 + tiny) as 1 + r (1 + r P(r)) with Cephes
+// expf's P.
+GLT static inline __m256 gl_egauss(__m256 a) {
+	__m256 hi = _mm256_mul_ps(a, a), lo = _mm256_fmsub_ps(a, a, hi);
+	__m256 v = _mm256_mul_ps(hi, GL_S(-0.5f));
+	__m256 s = _mm256_fmadd_ps(v, GL_S(1.44269504088896341f), GL_S(12582912.0f));
+	__m256 n = _mm256_sub_ps(s, GL_S(12582912.0f));
+	__m256 r = _mm256_fmadd_ps(n, GL_S(-0.693145751953125f), v);
+	r = _mm256_fmadd_ps(lo, GL_S(-0.5f), r);
+	r = _mm256_fmadd_ps(n, GL_S(-1.428606765330187e-06f), r);
+	__m256 p = GL_S(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, GL_S(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, GL_S(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, GL_S(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, GL_S(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, GL_S(5.0000001201e-1f));
+	p = _mm256_fmadd_ps(r, p, GL_S(1.0f));
+	p = _mm256_fmadd_ps(r, p, GL_S(1.0f));
+	// s's low bits hold n (two's complement, |n| < 2^22): 2^(n + 64) from them
+	__m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(s), _mm256_set1_epi32(127 + 64)), 23);
+	return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
 #define GL_2M64 5.42101086242752217e-20f // 2^-64
 
-GLT static inline __m256 gl_gelu_erf(__m256 x) {
-	__m256 ax = _mm256_andnot_ps(GL_S(-0.0f), x), x2 = _mm256_mul_ps(x, x);
-	__m256 small = _mm256_mul_ps(x, _mm256_add_ps(GL_S(0.5f), gl_phi_small(x, x2)));
-	__m256 h = gl_tail(x, ax, NULL);
-	__m256 neg = _mm256_cmp_ps(x, GL_S(0.0f), _CMP_LT_OQ);
-	__m256 pos = _mm256_mul_ps(x, _mm256_fnmadd_ps(h, GL_S(GL_2M64), GL_S(1.0f)));
-	__m256 ng = _mm256_mul_ps(_mm256_mul_ps(x, h), GL_S(GL_2M64));
-	__m256 big = _mm256_blendv_ps(pos, ng, neg);
-	__m256 r = _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, GL_S(0.7f), _CMP_LT_OQ));
-	// -inf: torch's -inf * 0 = NaN; NaN stays NaN through the arithmetic
-	return _mm256_blendv_ps(r, GL_S(__builtin_nanf("")), _mm256_cmp_ps(x, GL_S(-__builtin_inff()), _CMP_EQ_OQ));
+// a = min(|x|, 14.5) (NaN: 14.5; x keeps the NaN), q = N(a)/D(a), 2^64 e^(-a^2/2) (0 above
+// 14.5, where |x| phi and the tail round to 0).
+GLT static inline __m256 gl_erf_parts(__m256 x, __m256 *q) {
+	__m256 ax = _mm256_andnot_ps(GL_S(-0.0f), x);
+	__m256 a = _mm256_min_ps(ax, GL_S(GL_ERF_A));
+	*q = gl_erfq(a);
+	return _mm256_andnot_ps(_mm256_cmp_ps(ax, GL_S(GL_ERF_A), _CMP_GT_OQ), gl_egauss(a));
 }
 
+// x Phi(x): x h for x < 0 (h = Phi(-|x|) = e q), x (1 - h) for x >= 0 (x's sign bit picks;
+// -inf: -inf * 0 = NaN, as torch's; +inf: inf).
+GLT static inline __m256 gl_gelu_erf(__m256 x) {
+	__m256 q, e = gl_erf_parts(x, &q);
+	__m256 hs = _mm256_mul_ps(q, e);
+	__m256 neg = _mm256_mul_ps(_mm256_mul_ps(x, hs), GL_S(GL_2M64));
+	__m256 pos = _mm256_mul_ps(x, _mm256_fnmadd_ps(hs, GL_S(GL_2M64), GL_S(1.0f)));
+	return _mm256_blendv_ps(pos, neg, x);
+}
+
+// g (Phi(x) + x phi(x)) = g e (q + x phi0) for x < 0, g (1 + e (x phi0 - q)) for x >= 0
+// (+-inf: inf * 0 = NaN, as torch's).
 GLT static inline __m256 gl_gelu_erf_bwd(__m256 g, __m256 x) {
-	__m256 ax = _mm256_andnot_ps(GL_S(-0.0f), x), x2 = _mm256_mul_ps(x, x);
-	__m256 ephi;
-	__m256 h = gl_tail(x, ax, &ephi);
-	__m256 xphi = _mm256_mul_ps(x, _mm256_mul_ps(ephi, GL_S(gl_phi0))); // 2^64 x phi(x)
-	__m256 neg = _mm256_cmp_ps(x, GL_S(0.0f), _CMP_LT_OQ);
-	// Phi = 1/2 + small (|x| < 0.7), 1 - h (x > 0), h (x < 0; scaled with x phi)
-	__m256 base = _mm256_blendv_ps(_mm256_fnmadd_ps(h, GL_S(GL_2M64), GL_S(1.0f)), GL_S(0.0f), neg);
-	__m256 sc = _mm256_add_ps(xphi, _mm256_and_ps(neg, h));
-	__m256 isSmall = _mm256_cmp_ps(ax, GL_S(0.7f), _CMP_LT_OQ);
-	base = _mm256_blendv_ps(base, _mm256_add_ps(GL_S(0.5f), gl_phi_small(x, x2)), isSmall);
-	sc = _mm256_blendv_ps(sc, xphi, isSmall);
-	__m256 d = _mm256_fmadd_ps(sc, GL_S(GL_2M64), base);
-	d = _mm256_blendv_ps(d, GL_S(__builtin_nanf("")), _mm256_cmp_ps(ax, GL_S(__builtin_inff()), _CMP_EQ_OQ));
-	return _mm256_mul_ps(g, d);
+	__m256 q, e = gl_erf_parts(x, &q);
+	__m256 neg = _mm256_mul_ps(_mm256_mul_ps(_mm256_fmadd_ps(x, GL_S(gl_phi0), q), e), GL_S(GL_2M64));
+	__m256 pos = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_fmsub_ps(x, GL_S(gl_phi0), q), e), GL_S(GL_2M64), GL_S(1.0f));
+	return _mm256_mul_ps(g, _mm256_blendv_ps(pos, neg, x));
 }
 
 static const float gl_beta_tanh = 0.797884560802865356f; // sqrt(2/pi)

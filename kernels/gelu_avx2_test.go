@@ -108,7 +108,7 @@ func geluSweep(t *testing.T, bwd, tanhForm bool, step uint32) (float64, float32)
 }
 
 // Dense sweep of the float32 range (huge, tiny, subnormal, +-inf, NaN): the AVX2 lanes (both
-// forms; only the tanh form's run by default) stay within a few ulps of float64 everywhere,
+// forms, both on by default) stay within a few ulps of float64 everywhere,
 // where the portable loops (torch's formulas: the erf of Abramowitz-Stegun, 1 + tanh) lose
 // the negative tail entirely.
 func TestGeluAVX2UlpSweep(t *testing.T) {
