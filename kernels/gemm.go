@@ -232,8 +232,8 @@ func bgemmOne[T gemmFloat](a, b Tensor, bi int64, M, N, K int, alpha float64, kO
 	al := T(alpha)
 	if _, ok := any(al).(float32); ok && alpha == 1 && kOrder && cpuKOrderShape(ta, tb, M, K, N) {
 		smallGemmKOrder32(ta, tb, M, N, K, ap, lda, bp, ldb, c, ldc)
-	} else if ok && alpha == 1 && beta0 == 0 && useF32Small(M, N, K) {
-		f32SmallGemm(ta, tb, M, N, K, ap, lda, bp, ldb, c, ldc)
+	} else if ok && useF32Small(M, N, K) {
+		f32SmallGemm(ta, tb, M, N, K, float32(alpha), ap, lda, bp, ldb, any(beta0).(float32), c, ldc)
 	} else {
 		blasGemm(ta, tb, M, N, K, al, ap, lda, bp, ldb, beta0, c, ldc)
 	}

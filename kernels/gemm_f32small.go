@@ -2,53 +2,98 @@ package kernels
 
 import (
 	"os"
+	"strconv"
+	"sync/atomic"
 	"unsafe"
 )
 
-// Small float32 products on an AVX2+FMA kernel of hpusim's own (gemm_f32small_cgo.go)
-// instead of one OpenBLAS call each: attention's per-head products (bmm of 64 batches of
-// 64x64x16, 64x16x64, 64x64x64 at the bench transformer's shapes) spent more in OpenBLAS's
-// interface, buffer and packing than in arithmetic. The kernel keeps a 4x16 tile of C in
-// registers and sums every element as one fused multiply-add chain over k from zero. That
-// is not OpenBLAS's summation order (its Haswell kernel splits the chain), so results may
-// differ from it in the last bits; both stay within a few ulps of the float64 product
-// (TestF32SmallMatchesBLAS), and each batch is one call, so any worker count gives the
-// same bits. HPUSIM_F32SMALL=0 keeps OpenBLAS (A/B checks).
+// Small and mid-sized float32 products on an AVX2+FMA kernel of hpusim's own
+// (gemm_f32small_cgo.go) instead of OpenBLAS: attention's per-head products (bmm of 64
+// batches of 64x64x16, 64x16x64, 64x64x64 at the bench transformer's shapes) and the MLP's
+// linear layers (64x128x64, 64x64x128 and their gradients) spent more in OpenBLAS's
+// interface, buffer and packing than in arithmetic. The kernel keeps a 6x16 tile of C in
+// registers and sums every element as fused multiply-add chains over k from zero, one per
+// block of 256 values of k, the blocks' sums added in k order; the epilogue rounds
+// fma(beta, c, alpha*sum). That is not OpenBLAS's summation order (its Haswell kernel
+// splits the chain), so results may differ from it in the last bits; both stay within a
+// few ulps of the float64 product (TestF32SmallMatchesBLAS). No element's arithmetic
+// depends on the tiling or on the split over workers, so any worker count gives the same
+// bits. HPUSIM_F32SMALL=0 keeps OpenBLAS (A/B checks).
 var f32SmallOn = f32SmallCPU && os.Getenv("HPUSIM_F32SMALL") != "0"
 
-// f32SmallMaxK bounds k to one of OpenBLAS's K blocks (sgemm's Q is 256 or more on the
-// AVX2 kernel sets): a longer chain OpenBLAS sums block by block into C.
-const f32SmallMaxK = 256
+// f32SmallMax bounds m*n*k: past it OpenBLAS's cache blocking (and its own threads from
+// 2^24) win.
+const f32SmallMax = 1 << 22
 
-// useF32Small reports whether a plain product (alpha 1, C overwritten) of m×n×k float32
-// runs on the small kernel: below the size blasGemm splits over workers, k within one
-// block, and wide enough for its 16-column tiles to pay. CPUs whose float32 GEMMs run on
-// the AVX-512 micro-kernel keep it.
+// f32SmallMaxK bounds k: each 16-column strip of B (64 bytes a k) is reread for every
+// 6-row tile, and should stay within L2.
+const f32SmallMaxK = 4096
+
+// f32SmallSplitMin is the smallest m*n*k split over the workers (blasSplitMin, where
+// OpenBLAS's products split too); HPUSIM_F32SMALL_SPLIT=<m*n*k> moves it. Measured at a
+// load of 5-7 on the 2-core machine (TestF32SmallTimings), one worker was faster at every
+// MLP shape (64x128x64: 12.5 µs vs 15.5-19.5 split, OpenBLAS 15.8 on one thread and 20-22
+// split): the second core was rarely free. Products are the same bits either way.
+var f32SmallSplitMin = func() float64 {
+	if v, err := strconv.Atoi(os.Getenv("HPUSIM_F32SMALL_SPLIT")); err == nil {
+		return float64(v)
+	}
+	return blasSplitMin
+}()
+
+// f32SmallCalls counts products run on the small kernel (tests check the route).
+var f32SmallCalls atomic.Int64
+
+// useF32Small reports whether an m×n×k float32 product runs on the small kernel: wide
+// enough for its 16-column tiles to pay, within f32SmallMax and f32SmallMaxK. CPUs whose
+// float32 GEMMs run on the AVX-512 micro-kernel keep it.
 func useF32Small(m, n, k int) bool {
 	return f32SmallOn && m >= 4 && n >= 8 && k >= 1 && k <= f32SmallMaxK &&
-		float64(m)*float64(n)*float64(k) < blasSplitMin && !useF32Dot[float32](m, n, k)
+		float64(m)*float64(n)*float64(k) < f32SmallMax && !useF32Dot[float32](m, n, k)
 }
 
-// f32SmallGemm computes row-major C = op(A) op(B) (ldc) on the calling thread; a
-// transposed B is first copied row-major into scratch.
-func f32SmallGemm(tA, tB bool, m, n, k int, a unsafe.Pointer, lda int, b unsafe.Pointer, ldb int,
-	c unsafe.Pointer, ldc int) {
+// f32SmallGemm computes row-major C = alpha*op(A) op(B) + beta*C (beta 0: C is not read),
+// split over the workers from f32SmallSplitMin: by 16-column strips of C when there are
+// two or more, else by 6-row tiles. A transposed B is first copied row-major into
+// scratch, each part copying its own columns.
+func f32SmallGemm(tA, tB bool, m, n, k int, alpha float32, a unsafe.Pointer, lda int, b unsafe.Pointer, ldb int,
+	beta float32, c unsafe.Pointer, ldc int) {
+	f32SmallCalls.Add(1)
 	ars, acs := int64(lda), int64(1)
 	if tA {
 		ars, acs = 1, int64(lda)
 	}
+	var bt []float32
 	if tB {
 		sp := getF32(k * n)
 		defer putF32(sp)
-		bt := (*sp)[:k*n]
-		src := unsafe.Slice((*float32)(b), (n-1)*ldb+k)
-		for j := 0; j < n; j++ {
-			row := src[j*ldb : j*ldb+k]
-			for kk, v := range row {
-				bt[kk*n+j] = v
-			}
-		}
-		b, ldb = unsafe.Pointer(&bt[0]), n
+		bt = (*sp)[:k*n]
 	}
-	f32SmallCall(m, n, k, a, ars, acs, b, ldb, c, ldc)
+	run := func(i0, i1, j0, j1 int) {
+		bp, ld := b, ldb
+		if tB {
+			f32SmallPackBT(bt, b, ldb, k, n, j0, j1)
+			bp, ld = unsafe.Pointer(&bt[0]), n
+		}
+		f32SmallCall(i0, i1, j0, j1, k, a, ars, acs, bp, ld, c, ldc, alpha, beta)
+	}
+	strips, tiles := (n+15)/16, (m+5)/6
+	w := Workers()
+	if w < 2 || float64(m)*float64(n)*float64(k) < f32SmallSplitMin || (strips < 2 && tiles < 2) {
+		run(0, m, 0, n)
+		return
+	}
+	if strips >= 2 {
+		parts := min(strips, w)
+		per := (strips + parts - 1) / parts
+		RunParts((strips+per-1)/per, func(pi int) {
+			run(0, m, pi*per*16, min((pi+1)*per*16, n))
+		})
+		return
+	}
+	parts := min(tiles, w)
+	per := (tiles + parts - 1) / parts
+	RunParts((tiles+per-1)/per, func(pi int) {
+		run(pi*per*6, min((pi+1)*per*6, m), 0, n)
+	})
 }

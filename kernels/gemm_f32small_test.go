@@ -18,8 +18,9 @@ func TestF32SmallMatchesBLAS(t *testing.T) {
 	}
 	defer setF32Dot(false)()
 	r := rand.New(rand.NewSource(7))
-	for _, sh := range [][3]int{{64, 64, 16}, {64, 16, 64}, {64, 64, 63}, {16, 64, 64}, {5, 9, 3}, {7, 23, 31},
-		{4, 8, 1}, {13, 17, 256}, {33, 40, 100}, {6, 130, 7}} {
+	for si, sh := range [][3]int{{64, 64, 16}, {64, 16, 64}, {64, 64, 63}, {16, 64, 64}, {5, 9, 3}, {7, 23, 31},
+		{4, 8, 1}, {13, 17, 256}, {33, 40, 100}, {6, 130, 7}, {64, 128, 64}, {10, 64, 64}, {64, 10, 64},
+		{128, 64, 64}, {23, 37, 300}, {9, 19, 777}, {8, 8, 1100}} {
 		m, n, k := sh[0], sh[1], sh[2]
 		if !useF32Small(m, n, k) {
 			t.Fatalf("%v: not taken by the small kernel", sh)
@@ -46,9 +47,18 @@ func TestF32SmallMatchesBLAS(t *testing.T) {
 			for i := range got {
 				got[i], want[i] = 42, 42
 			}
-			blasGemmSerial(ta, tb, m, n, k, float32(1), unsafe.Pointer(&a[0]), lda, unsafe.Pointer(&b[0]), ldb, 0,
+			// alpha/beta: C = alpha*AB + beta*C as sgemm has it, C starting at 42 where read.
+			alpha, beta := float32(1), float32(0)
+			switch si % 3 {
+			case 1:
+				alpha, beta = 1, 1
+			case 2:
+				alpha, beta = 0.5, -2
+			}
+			blasGemmSerial(ta, tb, m, n, k, alpha, unsafe.Pointer(&a[0]), lda, unsafe.Pointer(&b[0]), ldb, beta,
 				unsafe.Pointer(&want[0]), ldc)
-			f32SmallGemm(ta, tb, m, n, k, unsafe.Pointer(&a[0]), lda, unsafe.Pointer(&b[0]), ldb, unsafe.Pointer(&got[0]), ldc)
+			f32SmallGemm(ta, tb, m, n, k, alpha, unsafe.Pointer(&a[0]), lda, unsafe.Pointer(&b[0]), ldb, beta,
+				unsafe.Pointer(&got[0]), ldc)
 			for i := range want {
 				if i%ldc >= n {
 					if got[i] != 42 {
@@ -73,15 +83,19 @@ func TestF32SmallMatchesBLAS(t *testing.T) {
 					ref += float64(av) * float64(bv)
 					scale += math.Abs(float64(av) * float64(bv))
 				}
-				tol := float64(k) * 6e-8 * scale
-				if math.Abs(float64(got[i])-ref) > tol || math.Abs(float64(want[i])-ref) > tol {
+				ref = float64(alpha)*ref + float64(beta)*42
+				scale = math.Abs(float64(alpha))*scale + math.Abs(float64(beta))*42
+				// The worst-case bound of one chain per 256 values of k plus the blocks'
+				// additions (OpenBLAS: of its own blocking, bounded by k).
+				tol := float64(min(k, 256)+k/256+2) * 6e-8 * scale
+				if math.Abs(float64(got[i])-ref) > tol || math.Abs(float64(want[i])-ref) > float64(k+2)*6e-8*scale {
 					t.Fatalf("%v ta=%v tb=%v: element (%d, %d): %v, OpenBLAS %v, float64 %v", sh, ta, tb, row, col,
 						got[i], want[i], ref)
 				}
 			}
 		}
 	}
-	for _, sh := range [][3]int{{2, 8, 8}, {8, 4, 8}, {8, 8, 0}, {8, 8, 300}, {64, 64, 64 + 1}, {64, 64, 128}} {
+	for _, sh := range [][3]int{{2, 8, 8}, {8, 4, 8}, {8, 8, 0}, {8, 8, 5000}, {256, 256, 64}, {64, 64, 1024}} {
 		if useF32Small(sh[0], sh[1], sh[2]) {
 			t.Errorf("%v: taken by the small kernel", sh)
 		}
@@ -126,5 +140,82 @@ func TestF32SmallWorkersSameBits(t *testing.T) {
 	}
 	if diff == 0 {
 		t.Fatal("identical to OpenBLAS everywhere: the small kernel did not run")
+	}
+}
+
+// TestF32SmallMidRoute: the MLP's products as its compiled step runs them (addmm with a
+// broadcast bias and a transposed weight; the weight gradients with a transposed
+// activation, the batch as k), plus k past one block, go through BatchedGemm to the small
+// kernel (the counter), split by columns and by rows over 2 workers with the same bits as
+// 1 worker, and agree with OpenBLAS to rounding without being identical everywhere.
+func TestF32SmallMidRoute(t *testing.T) {
+	if !f32SmallCPU {
+		t.Skip("no AVX2+FMA")
+	}
+	defer setF32Dot(false)()
+	defer func(v bool, s float64) { f32SmallOn, f32SmallSplitMin = v, s }(f32SmallOn, f32SmallSplitMin)
+	r := rand.New(rand.NewSource(11))
+	type cas struct {
+		ta, tb, bias bool
+		m, n, k      int
+		alpha, beta  float64
+	}
+	for _, cs := range []cas{
+		{false, true, true, 64, 128, 64, 1, 1}, {false, true, true, 64, 64, 128, 1, 1}, {false, true, true, 64, 10, 64, 1, 1},
+		{false, false, false, 64, 64, 10, 1, 0}, {true, false, false, 10, 64, 64, 1, 0}, {true, false, false, 64, 128, 64, 1, 0},
+		{true, false, false, 128, 64, 64, 1, 0}, {false, false, true, 40, 72, 600, 0.5, -1.5}, {true, true, false, 33, 70, 300, 2, 0},
+	} {
+		m, n, k := cs.m, cs.n, cs.k
+		a, b, bias := randF32(r, m*k), randF32(r, k*n), randF32(r, n)
+		A := f32Tensor(a, []int64{1, int64(m), int64(k)}, []int64{int64(m * k), int64(k), 1})
+		if cs.ta {
+			A = f32Tensor(a, []int64{1, int64(m), int64(k)}, []int64{int64(m * k), 1, int64(m)})
+		}
+		B := f32Tensor(b, []int64{1, int64(k), int64(n)}, []int64{int64(k * n), int64(n), 1})
+		if cs.tb {
+			B = f32Tensor(b, []int64{1, int64(k), int64(n)}, []int64{int64(k * n), 1, int64(k)})
+		}
+		var self *Tensor
+		if cs.bias {
+			s := f32Tensor(bias, []int64{1, int64(m), int64(n)}, []int64{0, 0, 1})
+			self = &s
+		}
+		var outs [4][]float32
+		for i, mode := range []struct {
+			on      bool
+			w       int
+			splitAt float64
+		}{{true, 1, 0}, {true, 2, 0}, {true, 2, blasSplitMin}, {false, 1, 0}} {
+			f32SmallOn, f32SmallSplitMin = mode.on, mode.splitAt
+			outs[i] = make([]float32, m*n)
+			prev := SetThreads(mode.w)
+			before := f32SmallCalls.Load()
+			err := BatchedGemm(f32Tensor(outs[i], []int64{1, int64(m), int64(n)}, []int64{int64(m * n), int64(n), 1}),
+				A, B, self, cs.alpha, cs.beta)
+			SetThreads(prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if took := f32SmallCalls.Load() > before; took != mode.on {
+				t.Fatalf("%+v mode %+v: small kernel taken %v", cs, mode, took)
+			}
+		}
+		diff := 0
+		for i := range outs[0] {
+			for j := 1; j < 3; j++ {
+				if math.Float32bits(outs[0][i]) != math.Float32bits(outs[j][i]) {
+					t.Fatalf("%+v element %d: 1 worker %v, 2 workers (mode %d) %v", cs, i, outs[0][i], j, outs[j][i])
+				}
+			}
+			if d := math.Abs(float64(outs[0][i] - outs[3][i])); d > 2e-5*math.Sqrt(float64(k))*(1+math.Abs(float64(outs[3][i]))) {
+				t.Fatalf("%+v element %d: small kernel %v, OpenBLAS %v", cs, i, outs[0][i], outs[3][i])
+			}
+			if outs[0][i] != outs[3][i] {
+				diff++
+			}
+		}
+		if diff == 0 && k > 16 {
+			t.Errorf("%+v: identical to OpenBLAS everywhere", cs)
+		}
 	}
 }
