@@ -85,7 +85,7 @@ test-go:
 test-py:
 	$(PY) -m pytest -q -n $(JOBS) tests
 	PT_HPU_LAZY_MODE=1 $(PY) -m pytest -q -n $(JOBS) tests/test_opinfo.py tests/test_lazy.py tests/test_lazy_models.py tests/test_kernels_avx2.py \
-		tests/test_fast_ops.py tests/test_fast_ops_nn.py tests/test_fast_ops_direct.py tests/test_recipe.py tests/test_hpex_optimizers.py tests/test_hpex_kernels.py \
+		tests/test_fast_ops.py tests/test_fast_ops_nn.py tests/test_fast_ops_direct.py tests/test_recipe.py tests/test_compile_host_s21.py tests/test_hpex_optimizers.py tests/test_hpex_kernels.py \
 		tests/test_hpu_graphs.py tests/test_model_families.py tests/test_layouts.py tests/test_clients_ops.py \
 		tests/test_nn_more_ops.py tests/test_ops_index_more.py tests/test_ops_losses_factories.py \
 		tests/test_hpex_embedding_bag.py tests/test_sdpa_masked_rows.py tests/test_lnorm_s20.py tests/test_ops_selection.py tests/test_clients_deepspeed_accelerator.py tests/test_clients_vllm.py tests/test_clients_mixed_linear.py \

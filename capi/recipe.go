@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"hpusim/bridge"
+	"hpusim/device"
 )
 
 // Recipes (bridge/capture.go): capture a function's ops, then run them again with one call.
@@ -165,6 +166,57 @@ func hpusim_recipe_launch(h C.int64_t, in *unsafe.Pointer, nin C.int, out *unsaf
 	rnd *C.int64_t, nrnd C.int) (rc C.int) {
 	defer guard(&rc)
 	return recipeCall(bridge.LaunchRecipe, h, in, nin, out, nout, rnd, nrnd)
+}
+
+// hpusim_recipe_run_alloc is hpusim_recipe_run (launch == 0) or hpusim_recipe_launch
+// (launch != 0) that first allocates the output slots' fresh storages on device dev, in
+// the same crossing: slot k with out[k] == NULL and nbytes[k] > 0 gets a new allocation of
+// nbytes[k] bytes, written to out[k], as hpusim_alloc makes it. The caller owns every
+// pointer written to out, whether the run succeeded or not (it frees them with hpusim_free
+// through the tensors it wraps them in): a compiled graph's outputs cost no crossing each.
+//
+//export hpusim_recipe_run_alloc
+func hpusim_recipe_run_alloc(h C.int64_t, launch, dev C.int, in *unsafe.Pointer, nin C.int, out *unsafe.Pointer,
+	nbytes *C.int64_t, nout C.int, rnd *C.int64_t, nrnd C.int) (rc C.int) {
+	defer guard(&rc)
+	if err := allocSlots(int(dev), pointers(out, nout), nbytes); err != nil {
+		return setErr(err)
+	}
+	run := bridge.RunRecipe
+	if launch != 0 {
+		run = bridge.LaunchRecipe
+	}
+	return recipeCall(run, h, in, nin, out, nout, rnd, nrnd)
+}
+
+// allocSlots allocates out[k] (nbytes[k] bytes) for every slot that is NULL and not empty.
+func allocSlots(dev int, out []unsafe.Pointer, nbytes *C.int64_t) error {
+	if len(out) == 0 {
+		return nil
+	}
+	if nbytes == nil {
+		return fmt.Errorf("hpusim_recipe_run_alloc: null size array")
+	}
+	sizes := unsafe.Slice((*int64)(unsafe.Pointer(nbytes)), len(out))
+	var d *device.Device
+	for k, n := range sizes {
+		if out[k] != nil || n <= 0 {
+			continue
+		}
+		if d == nil {
+			var err error
+			if d, err = device.Get(dev); err != nil {
+				return err
+			}
+		}
+		p, err := d.Alloc(n)
+		if err != nil {
+			return err
+		}
+		bridge.NoteAlloc(p)
+		out[k] = p
+	}
+	return nil
 }
 
 // recipeCall looks the handle up and hands the run's arguments to run (RunRecipe or

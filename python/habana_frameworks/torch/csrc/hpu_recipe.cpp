@@ -20,6 +20,7 @@
 // hpu tensors (no views, no keyword arguments) it has seen replays its graph with
 // copy_launch and returns the graph's static outputs, without running Python.
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/autocast_mode.h>
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -38,6 +39,8 @@ extern "C" {
 int hpusim_run(int op, int64_t* desc, int ndesc, double* fl, int nf);
 int hpusim_recipe_run(int64_t h, void** in, int nin, void** out, int nout, int64_t* rnd, int nrnd);
 int hpusim_recipe_launch(int64_t h, void** in, int nin, void** out, int nout, int64_t* rnd, int nrnd);
+int hpusim_recipe_run_alloc(int64_t h, int launch, int dev, void** in, int nin, void** out, int64_t* nbytes, int nout,
+                            int64_t* rnd, int nrnd);
 int hpusim_recipe_set_copy_in(int64_t h, int64_t* desc, int ndesc);
 int hpusim_recipe_launch_copy(int64_t h, void** src, int nsrc, void** in, int nin, void** out, int nout,
                               int64_t* rnd, int nrnd);
@@ -99,9 +102,17 @@ class RecipeCall {
   void add_value_input(py::object v) { inputs_.push_back(Input{false, Meta{}, false, std::move(v)}); }
   void add_alias_check(int64_t i, int64_t j, int64_t dist) { aliases_.push_back({i, j, dist}); }
 
-  void add_slot_bound() { slots_.push_back(Slot{kSlotBound, 0, Meta{}}); }
-  void add_slot_bytes(int64_t nbytes) { slots_.push_back(Slot{kSlotBytes, nbytes, Meta{}}); }
-  void add_slot_like(const at::Tensor& t) { slots_.push_back(Slot{kSlotTyped, 0, Meta::of(t)}); }
+  // A slot's nbytes is the size of the storage a run allocates for it (0: bound, or empty).
+  void add_slot_bound() { add_slot(Slot{kSlotBound, 0, Meta{}}); }
+  void add_slot_bytes(int64_t nbytes) {
+    add_slot(Slot{kSlotBytes, nbytes, Meta{c10::ScalarType::Byte, {nbytes}, {1}, 0}});
+  }
+  void add_slot_like(const at::Tensor& t) {
+    Meta m = Meta::of(t);
+    int64_t nbytes = static_cast<int64_t>(
+        at::detail::computeStorageNbytes(m.sizes, m.strides, c10::elementSize(m.dtype)));
+    add_slot(Slot{kSlotTyped, nbytes, std::move(m)});
+  }
 
   void add_out_const(py::object v) { outputs_.push_back(Output{kOutConst, 0, false, 0, Meta{}, std::move(v)}); }
   void add_out_input_view(int64_t i, const at::Tensor& o, int64_t delta) {
@@ -242,28 +253,33 @@ class RecipeCall {
       auto d = static_cast<char*>(in_ptrs[a[1]]) - static_cast<char*>(in_ptrs[a[0]]);
       if (d != a[2]) return py::none();
     }
-    for (size_t k = 0; k < slots_.size(); ++k) {
-      const Slot& s = slots_[k];
-      if (s.kind == kSlotBound) {
-        continue;  // bound memory (null): Go keeps the captured storage
-      }
-      fresh[k] = s.kind == kSlotBytes
-                      ? at::empty({s.nbytes}, at::TensorOptions().dtype(at::kByte).device(device_))
-                      : at::empty_strided(s.meta.sizes, s.meta.strides,
-                                          at::TensorOptions().dtype(s.meta.dtype).device(device_));
-      out_ptrs[k] = fresh[k].data_ptr();
-    }
     int rc;
-    {
+    if (nsrc > 0) {
+      for (size_t k = 0; k < slots_.size(); ++k) {
+        const Slot& s = slots_[k];
+        if (s.kind == kSlotBound) continue;  // bound memory (null): Go keeps the captured storage
+        fresh[k] = at::empty_strided(s.meta.sizes, s.meta.strides,
+                                     at::TensorOptions().dtype(s.meta.dtype).device(device_));
+        out_ptrs[k] = fresh[k].data_ptr();
+      }
       py::gil_scoped_release nogil;
-      if (nsrc > 0) {
-        rc = hpusim_recipe_launch_copy(handle_, src, nsrc, in_ptrs.data(), static_cast<int>(n), out_ptrs.data(),
-                                       static_cast<int>(out_ptrs.size()), reinterpret_cast<int64_t*>(rnd), nrnd);
-
-      } else {
-        auto entry = launch ? hpusim_recipe_launch : hpusim_recipe_run;
-        rc = entry(handle_, in_ptrs.data(), static_cast<int>(n), out_ptrs.data(), static_cast<int>(out_ptrs.size()),
-                   reinterpret_cast<int64_t*>(rnd), nrnd);
+      rc = hpusim_recipe_launch_copy(handle_, src, nsrc, in_ptrs.data(), static_cast<int>(n), out_ptrs.data(),
+                                     static_cast<int>(out_ptrs.size()), reinterpret_cast<int64_t*>(rnd), nrnd);
+    } else {
+      // The fresh output storages are allocated by the core in the run's own crossing
+      // (one call instead of one hpusim_alloc per slot), then wrapped here as
+      // at::empty_strided would have made them: ours whether the run succeeded or not.
+      for (size_t k = 0; k < slots_.size(); ++k) out_ptrs[k] = nullptr;
+      {
+        py::gil_scoped_release nogil;
+        rc = hpusim_recipe_run_alloc(handle_, launch ? 1 : 0, device_.index(), in_ptrs.data(), static_cast<int>(n),
+                                     out_ptrs.data(), const_cast<int64_t*>(slot_nbytes_.data()),
+                                     static_cast<int>(out_ptrs.size()), reinterpret_cast<int64_t*>(rnd), nrnd);
+      }
+      for (size_t k = 0; k < slots_.size(); ++k) {
+        const Slot& s = slots_[k];
+        if (s.kind == kSlotBound) continue;
+        fresh[k] = fresh_tensor(out_ptrs[k], s);
       }
     }
     if (nsrc > 0 && rc == 2) return aliased();  // nothing ran (hpusim_recipe_launch_copy)
@@ -301,8 +317,32 @@ class RecipeCall {
   }
 
  private:
-  at::Tensor view_of(const c10::Storage& storage, const Meta& m, int64_t offset) const {
-    return at::empty({0}, at::TensorOptions().dtype(m.dtype).device(device_)).set_(storage, offset, m.sizes, m.strides);
+  // A plain tensor (no autograd view) over storage, as `empty(0).set_(storage, offset,
+  // sizes, strides)` makes it, without the two dispatcher calls.
+  static at::Tensor view_of(const c10::Storage& storage, const Meta& m, int64_t offset) {
+    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(storage), kHPUKeys(),
+                                                            c10::scalarTypeToTypeMeta(m.dtype));
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(m.sizes, m.strides, offset);
+    return t;
+  }
+
+  static const c10::DispatchKeySet& kHPUKeys() {
+    static const c10::DispatchKeySet keys(c10::DispatchKey::HPU);
+    return keys;
+  }
+
+  // The tensor at::empty_strided(s.meta) makes on this device (hpu_glue.cpp's
+  // empty_strided_generic over the HPU allocator), over memory p the core allocated for it
+  // (null when the slot holds no bytes), freed as that allocator frees.
+  at::Tensor fresh_tensor(void* p, const Slot& s) const {
+    static c10::Allocator* const alloc = c10::GetAllocator(c10::DeviceType::HPU);
+    static const c10::DeleterFnPtr deleter = alloc->raw_deleter();
+    c10::Storage storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(s.nbytes),
+                         c10::DataPtr(p, p, deleter, device_), alloc, /*resizable=*/true);
+    at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), kHPUKeys(),
+                                                            c10::scalarTypeToTypeMeta(s.meta.dtype));
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(s.meta.sizes, s.meta.strides);
+    return t;
   }
   static py::object wrap(const at::Tensor& t) { return py::reinterpret_steal<py::object>(THPVariable_Wrap(t)); }
 
@@ -311,6 +351,11 @@ class RecipeCall {
   std::vector<Input> inputs_;
   std::vector<std::array<int64_t, 3>> aliases_;
   std::vector<Slot> slots_;
+  std::vector<int64_t> slot_nbytes_;  // per slot: its nbytes (what the core allocates)
+  void add_slot(Slot s) {
+    slot_nbytes_.push_back(s.nbytes);
+    slots_.push_back(std::move(s));
+  }
   std::vector<Output> outputs_;
   // Whether the core holds the copy-in graph of copies_ (made at the first copy_launch).
   bool copy_graph_ready() {
