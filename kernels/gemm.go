@@ -233,7 +233,7 @@ func bgemmOne[T gemmFloat](a, b Tensor, bi int64, M, N, K int, alpha float64, kO
 	if _, ok := any(al).(float32); ok && alpha == 1 && kOrder && cpuKOrderShape(ta, tb, M, K, N) {
 		smallGemmKOrder32(ta, tb, M, N, K, ap, lda, bp, ldb, c, ldc)
 	} else if ok && useF32Small(M, N, K) {
-		f32SmallGemm(ta, tb, M, N, K, float32(alpha), ap, lda, bp, ldb, any(beta0).(float32), c, ldc)
+		f32SmallGemm(ta, tb, M, N, K, float32(alpha), ap, lda, bp, ldb, any(beta0).(float32), c, ldc, nil)
 	} else {
 		blasGemm(ta, tb, M, N, K, al, ap, lda, bp, ldb, beta0, c, ldc)
 	}
@@ -258,6 +258,9 @@ func bgemm[T gemmFloat](out, a, b Tensor, self *Tensor, alpha, beta float64) {
 		if overlaps(out, a) || overlaps(out, b) || (!same && overlaps(out, *self)) || out.Strides[0] == 0 && B > 1 {
 			direct = false
 		} else if !same {
+			if _, ok := any(T(0)).(float32); ok && B == 1 && f32SmallBias(out, a, b, *self, M, N, K, alpha, beta) {
+				return
+			}
 			if err := Copy(out, *self); err != nil {
 				panic(err)
 			}
@@ -333,6 +336,28 @@ func bgemm[T gemmFloat](out, a, b Tensor, self *Tensor, alpha, beta float64) {
 			}
 		})
 	}
+}
+
+// f32SmallBias runs a float32 addmm whose self is a row broadcast over out's rows (a
+// Linear layer's bias) on the small kernel with the bias in its epilogue,
+// out = alpha*a@b + beta*bias, instead of copying self into out first and reading it back:
+// the same roundings, fma(beta, bias, alpha*sum), so the same bits. It reports false (and
+// does nothing) for any other case. out is one direct matrix apart from a, b and self.
+func f32SmallBias(out, a, b, self Tensor, M, N, K int, alpha, beta float64) bool {
+	if self.DType != Float32 || !useF32Small(M, N, K) || overlaps(out, self) ||
+		!(self.Strides[1] == 0 || M == 1) || !(self.Strides[2] == 1 || N == 1) {
+		return false
+	}
+	var abuf, bbuf []float32
+	ap, lda, ta := operand(batchMat(a, 0), &abuf)
+	bp, ldb, tb := operand(batchMat(b, 0), &bbuf)
+	om := batchMat(out, 0)
+	ldc := N
+	if M > 1 {
+		ldc = int(om.sr)
+	}
+	f32SmallGemm(ta, tb, M, N, K, float32(alpha), ap, lda, bp, ldb, float32(beta), om.p, ldc, self.Ptr)
+	return true
 }
 
 // cpuKOrderShape reports the tiny float32 products (M, N <= 8, K <= 5) for which torch's

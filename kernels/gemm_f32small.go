@@ -41,8 +41,9 @@ var f32SmallSplitMin = func() float64 {
 	return blasSplitMin
 }()
 
-// f32SmallCalls counts products run on the small kernel (tests check the route).
-var f32SmallCalls atomic.Int64
+// f32SmallCalls counts products run on the small kernel (tests check the route), and
+// f32SmallBiasCalls those of them with the bias in the epilogue (f32SmallBias).
+var f32SmallCalls, f32SmallBiasCalls atomic.Int64
 
 // useF32Small reports whether an m×n×k float32 product runs on the small kernel: wide
 // enough for its 16-column tiles to pay, within f32SmallMax and f32SmallMaxK. CPUs whose
@@ -53,47 +54,40 @@ func useF32Small(m, n, k int) bool {
 }
 
 // f32SmallGemm computes row-major C = alpha*op(A) op(B) + beta*C (beta 0: C is not read),
-// split over the workers from f32SmallSplitMin: by 16-column strips of C when there are
-// two or more, else by 6-row tiles. A transposed B is first copied row-major into
-// scratch, each part copying its own columns.
+// or with a bias (n floats, nil for none) C = alpha*op(A) op(B) + beta*bias broadcast over
+// the rows (addmm's self without its copy into C; C is not read). The work is split over
+// the workers from f32SmallSplitMin: by 16-column strips of C when there are two or more,
+// else by 6-row tiles. Each part packs op(B)'s strips into its own 16*k scratch floats.
 func f32SmallGemm(tA, tB bool, m, n, k int, alpha float32, a unsafe.Pointer, lda int, b unsafe.Pointer, ldb int,
-	beta float32, c unsafe.Pointer, ldc int) {
+	beta float32, c unsafe.Pointer, ldc int, bias unsafe.Pointer) {
 	f32SmallCalls.Add(1)
-	ars, acs := int64(lda), int64(1)
-	if tA {
-		ars, acs = 1, int64(lda)
-	}
-	var bt []float32
-	if tB {
-		sp := getF32(k * n)
-		defer putF32(sp)
-		bt = (*sp)[:k*n]
-	}
-	run := func(i0, i1, j0, j1 int) {
-		bp, ld := b, ldb
-		if tB {
-			f32SmallPackBT(bt, b, ldb, k, n, j0, j1)
-			bp, ld = unsafe.Pointer(&bt[0]), n
-		}
-		f32SmallCall(i0, i1, j0, j1, k, a, ars, acs, bp, ld, c, ldc, alpha, beta)
+	if bias != nil {
+		f32SmallBiasCalls.Add(1)
 	}
 	strips, tiles := (n+15)/16, (m+5)/6
 	w := Workers()
-	if w < 2 || float64(m)*float64(n)*float64(k) < f32SmallSplitMin || (strips < 2 && tiles < 2) {
-		run(0, m, 0, n)
-		return
+	parts, per, byStrip := 1, 0, false
+	if w >= 2 && float64(m)*float64(n)*float64(k) >= f32SmallSplitMin && (strips >= 2 || tiles >= 2) {
+		byStrip = strips >= 2
+		units := tiles
+		if byStrip {
+			units = strips
+		}
+		per = (units + min(units, w) - 1) / min(units, w)
+		parts = (units + per - 1) / per
 	}
-	if strips >= 2 {
-		parts := min(strips, w)
-		per := (strips + parts - 1) / parts
-		RunParts((strips+per-1)/per, func(pi int) {
-			run(0, m, pi*per*16, min((pi+1)*per*16, n))
-		})
-		return
+	sp := getF32(parts * 16 * k)
+	defer putF32(sp)
+	scratch := (*sp)[:parts*16*k]
+	run := func(pi, i0, i1, j0, j1 int) {
+		f32SmallCall(i0, i1, j0, j1, k, a, lda, tA, b, ldb, tB, scratch[pi*16*k:(pi+1)*16*k], c, ldc, alpha, beta, bias)
 	}
-	parts := min(tiles, w)
-	per := (tiles + parts - 1) / parts
-	RunParts((tiles+per-1)/per, func(pi int) {
-		run(pi*per*6, min((pi+1)*per*6, m), 0, n)
-	})
+	switch {
+	case parts == 1:
+		run(0, 0, m, 0, n)
+	case byStrip:
+		RunParts(parts, func(pi int) { run(pi, 0, m, pi*per*16, min((pi+1)*per*16, n)) })
+	default:
+		RunParts(parts, func(pi int) { run(pi, pi*per*6, min((pi+1)*per*6, m), 0, n) })
+	}
 }

@@ -58,7 +58,7 @@ func TestF32SmallMatchesBLAS(t *testing.T) {
 			blasGemmSerial(ta, tb, m, n, k, alpha, unsafe.Pointer(&a[0]), lda, unsafe.Pointer(&b[0]), ldb, beta,
 				unsafe.Pointer(&want[0]), ldc)
 			f32SmallGemm(ta, tb, m, n, k, alpha, unsafe.Pointer(&a[0]), lda, unsafe.Pointer(&b[0]), ldb, beta,
-				unsafe.Pointer(&got[0]), ldc)
+				unsafe.Pointer(&got[0]), ldc, nil)
 			for i := range want {
 				if i%ldc >= n {
 					if got[i] != 42 {
@@ -216,6 +216,103 @@ func TestF32SmallMidRoute(t *testing.T) {
 		}
 		if diff == 0 && k > 16 {
 			t.Errorf("%+v: identical to OpenBLAS everywhere", cs)
+		}
+	}
+}
+
+// TestF32SmallBiasFused: a float32 addmm whose self is a row broadcast (a Linear layer's
+// bias) runs with the bias in the small kernel's epilogue (the counter), and gives the
+// same bits as the same product with self materialised in every row (copied into out,
+// then read back with beta), on 1 and 2 workers, for every layout, partial strips (n % 16
+// from 1 to 15), long k (packed B strips) and alpha/beta. Self as a column broadcast or
+// overlapping out keeps the copy.
+func TestF32SmallBiasFused(t *testing.T) {
+	if !f32SmallCPU {
+		t.Skip("no AVX2+FMA")
+	}
+	defer setF32Dot(false)()
+	defer func(s float64) { f32SmallSplitMin = s }(f32SmallSplitMin)
+	r := rand.New(rand.NewSource(13))
+	for ci, sh := range [][3]int{{64, 128, 64}, {64, 64, 128}, {64, 10, 64}, {7, 9, 5}, {13, 33, 300}, {40, 24, 1},
+		{6, 130, 7}, {70, 8, 129}, {5, 31, 520}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		for li := 0; li < 4; li++ {
+			ta, tb := li&1 != 0, li&2 != 0
+			alpha, beta := 1.0, 1.0
+			switch (ci + li) % 3 {
+			case 1:
+				alpha, beta = 0.5, -2
+			case 2:
+				alpha, beta = -1.25, 0.75
+			}
+			a, b, bias := randF32(r, m*k), randF32(r, k*n), randF32(r, n)
+			A := f32Tensor(a, []int64{1, int64(m), int64(k)}, []int64{int64(m * k), int64(k), 1})
+			if ta {
+				A = f32Tensor(a, []int64{1, int64(m), int64(k)}, []int64{int64(m * k), 1, int64(m)})
+			}
+			B := f32Tensor(b, []int64{1, int64(k), int64(n)}, []int64{int64(k * n), int64(n), 1})
+			if tb {
+				B = f32Tensor(b, []int64{1, int64(k), int64(n)}, []int64{int64(k * n), 1, int64(k)})
+			}
+			full := make([]float32, m*n)
+			for i := range full {
+				full[i] = bias[i%n]
+			}
+			row := f32Tensor(bias, []int64{1, int64(m), int64(n)}, []int64{0, 0, 1})
+			mat := f32Tensor(full, []int64{1, int64(m), int64(n)}, []int64{int64(m * n), int64(n), 1})
+			var outs [3][]float32
+			for i, mode := range []struct {
+				self  Tensor
+				w     int
+				fused bool
+			}{{mat, 1, false}, {row, 1, true}, {row, 2, true}} {
+				f32SmallSplitMin = 0
+				outs[i] = make([]float32, m*n)
+				prev := SetThreads(mode.w)
+				before := f32SmallBiasCalls.Load()
+				err := BatchedGemm(f32Tensor(outs[i], []int64{1, int64(m), int64(n)}, []int64{int64(m * n), int64(n), 1}),
+					A, B, &mode.self, alpha, beta)
+				SetThreads(prev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if took := f32SmallBiasCalls.Load() > before; took != mode.fused {
+					t.Fatalf("%v ta=%v tb=%v mode %d: fused bias %v", sh, ta, tb, i, took)
+				}
+			}
+			for i := range outs[0] {
+				for j := 1; j < 3; j++ {
+					if math.Float32bits(outs[0][i]) != math.Float32bits(outs[j][i]) {
+						t.Fatalf("%v ta=%v tb=%v element %d: self copied %v, fused bias (mode %d) %v", sh, ta, tb, i,
+							outs[0][i], j, outs[j][i])
+					}
+				}
+			}
+		}
+	}
+	// A column broadcast is not a bias row: copied, then read with beta.
+	m, n, k := 16, 16, 16
+	a, b, col := randF32(r, m*k), randF32(r, k*n), randF32(r, m)
+	out := make([]float32, m*n)
+	before := f32SmallBiasCalls.Load()
+	self := f32Tensor(col, []int64{1, int64(m), int64(n)}, []int64{0, 1, 0})
+	if err := BatchedGemm(f32Tensor(out, []int64{1, int64(m), int64(n)}, []int64{int64(m * n), int64(n), 1}),
+		f32Tensor(a, []int64{1, int64(m), int64(k)}, []int64{int64(m * k), int64(k), 1}),
+		f32Tensor(b, []int64{1, int64(k), int64(n)}, []int64{int64(k * n), int64(n), 1}), &self, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if f32SmallBiasCalls.Load() != before {
+		t.Fatal("column broadcast taken as a bias row")
+	}
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for kk := 0; kk < k; kk++ {
+				s += float64(a[i*k+kk]) * float64(b[kk*n+j])
+			}
+			if d := math.Abs(float64(out[i*n+j]) - s - float64(col[i])); d > 1e-5 {
+				t.Fatalf("column broadcast (%d, %d): %v, want %v", i, j, out[i*n+j], s+float64(col[i]))
+			}
 		}
 	}
 }

@@ -72,10 +72,10 @@ func TestF32SmallTimings(t *testing.T) {
 			}},
 			{"small1", func() {
 				p := SetThreads(1)
-				f32SmallGemm(sh.ta, sh.tb, m, n, k, 1, ap, lda, bp, ldb, sh.beta, cp, n)
+				f32SmallGemm(sh.ta, sh.tb, m, n, k, 1, ap, lda, bp, ldb, sh.beta, cp, n, nil)
 				SetThreads(p)
 			}},
-			{"small2", func() { f32SmallGemm(sh.ta, sh.tb, m, n, k, 1, ap, lda, bp, ldb, sh.beta, cp, n) }},
+			{"small2", func() { f32SmallGemm(sh.ta, sh.tb, m, n, k, 1, ap, lda, bp, ldb, sh.beta, cp, n, nil) }},
 		}
 		const rounds, reps = 60, 20
 		times := make([][]float64, len(variants))
