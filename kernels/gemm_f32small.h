@@ -8,12 +8,13 @@
 // gemm_f32small.go). Every element of op(A) op(B) is summed as fused multiply-add chains
 // over k in increasing order: one chain from zero per block of F32S_KB values of k, the
 // blocks' sums added in k order (one chain for k <= F32S_KB). The epilogue rounds
-// fma(beta, c, alpha*sum) (beta == 0: alpha*sum, C not read). None of this depends on
-// how C is tiled or split, so any worker count gives the same bits. B is read row-major
-// (b[k*ldb + j]; a transposed B is repacked by hpusim_f32small_pack_bt); A through
-// (ars, acs).
+// fma(beta, c, alpha*sum) (beta == 0: alpha*sum, C not read; with a bias row, c is the
+// bias). None of this depends on how C is tiled or split, so any worker count gives the
+// same bits. The tile is 6 rows by 16 columns (12 accumulators, two B vectors, one A
+// broadcast); op(B) is read one 16-column strip at a time, packed (f32small_pack) or in
+// place.
 
-enum { F32S_KB = 256, F32S_MR = 6, F32S_NR = 16 };
+enum { F32S_KB = 256, F32S_MR = 6 };
 
 int hpusim_f32small_supported(void) {
 	__builtin_cpu_init();
