@@ -42,14 +42,20 @@ static int hpusim_gelu_avx2_use(int forms) {
 
 #define GL_S(c) _mm256_set1_ps(c)
 
-// e^r for |r| <= ln2/2 (+ a little): Cephes expf's polynomial, ~1 ulp.
-GLT static inline __m256 gl_expr(__m256 r) {
+// Cephes expf's polynomial P (Horner): e^r ~ 1 + r + r^2 P(r) for |r| <= ln2/2 (+ a little).
+GLT static inline __m256 gl_expP(__m256 r) {
 	__m256 p = GL_S(1.9875691500e-4f);
 	p = _mm256_fmadd_ps(p, r, GL_S(1.3981999507e-3f));
 	p = _mm256_fmadd_ps(p, r, GL_S(8.3334519073e-3f));
 	p = _mm256_fmadd_ps(p, r, GL_S(4.1665795894e-2f));
 	p = _mm256_fmadd_ps(p, r, GL_S(1.6666665459e-1f));
 	p = _mm256_fmadd_ps(p, r, GL_S(5.0000001201e-1f));
+	return p;
+}
+
+// e^r for |r| <= ln2/2 (+ a little): Cephes expf's polynomial, ~1 ulp.
+GLT static inline __m256 gl_expr(__m256 r) {
+	__m256 p = gl_expP(r);
 	__m256 r2 = _mm256_mul_ps(r, r);
 	return _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), GL_S(1.0f));
 }
@@ -103,12 +109,7 @@ GLT static inline __m256 gl_egauss(__m256 a) {
 	__m256 r = _mm256_fmadd_ps(n, GL_S(-0.693145751953125f), v);
 	r = _mm256_fmadd_ps(lo, GL_S(-0.5f), r);
 	r = _mm256_fmadd_ps(n, GL_S(-1.428606765330187e-06f), r);
-	__m256 p = GL_S(1.9875691500e-4f);
-	p = _mm256_fmadd_ps(p, r, GL_S(1.3981999507e-3f));
-	p = _mm256_fmadd_ps(p, r, GL_S(8.3334519073e-3f));
-	p = _mm256_fmadd_ps(p, r, GL_S(4.1665795894e-2f));
-	p = _mm256_fmadd_ps(p, r, GL_S(1.6666665459e-1f));
-	p = _mm256_fmadd_ps(p, r, GL_S(5.0000001201e-1f));
+	__m256 p = gl_expP(r);
 	p = _mm256_fmadd_ps(r, p, GL_S(1.0f));
 	p = _mm256_fmadd_ps(r, p, GL_S(1.0f));
 	// s's low bits hold n (two's complement, |n| < 2^22): 2^(n + 64) from them

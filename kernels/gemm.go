@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 )
 
@@ -254,7 +255,7 @@ func bgemm[T gemmFloat](out, a, b Tensor, self *Tensor, alpha, beta float64) {
 		// addmm/baddbmm as CPU torch runs them: self (broadcast) copied into out, then
 		// one GEMM with beta accumulating onto it. Needs out apart from the operands
 		// (self may be out itself, as in addmm_).
-		same := self.Ptr == out.Ptr && fmt.Sprint(self.Strides) == fmt.Sprint(out.Strides) && self.DType == out.DType
+		same := self.Ptr == out.Ptr && slices.Equal(self.Strides, out.Strides) && self.DType == out.DType
 		if overlaps(out, a) || overlaps(out, b) || (!same && overlaps(out, *self)) || out.Strides[0] == 0 && B > 1 {
 			direct = false
 		} else if !same {
