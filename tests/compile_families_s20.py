@@ -66,10 +66,42 @@ def graph_stats():
     return sum(counters["graph_break"].values()), int(counters["stats"].get("unique_graphs", 0))
 
 
-def train_case(family, layout=None, backend="hpu_backend"):
+def strided(x):
+    """x with the same shape and values, as a non-dense slice (every second element of a
+    tensor twice as wide in its last dim): a batch sliced out of a bigger buffer."""
+    return torch.stack([x, torch.zeros_like(x)], -1)[..., 0]
+
+
+def transposed(x):
+    """x with the same shape and values, its first and last dims transposed in memory."""
+    return x.transpose(0, -1).contiguous().transpose(0, -1)
+
+
+def channels_last_input(x):
+    """x with the same shape and values in channels_last memory (an image batch from a
+    channels_last pipeline fed to a model in the default layout)."""
+    return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
+
+
+def dynamic_dim(x):
+    """x marked dynamic (torch._dynamo.mark_dynamic) in its sequence dim (token ids) or its
+    batch dim, as users mark an input whose size will change."""
+    torch._dynamo.mark_dynamic(x, 0 if x.is_floating_point() else 1)
+    return x
+
+
+def shorter(x):
+    """A second input shape of the same family: a sequence two tokens shorter (token ids),
+    else a batch one sample smaller."""
+    return x[:, :-2] if not x.is_floating_point() else x[:-1]
+
+
+def train_case(family, layout=None, backend="hpu_backend", *, feed=None, compile_kw=None, resize=None):
     """One compiled training step on hpu judged against float64 (and CPU float32's own
     distance from it), then a compiled no_grad inference call on the updated weights.
-    Returns (graph breaks, graphs) of dynamo."""
+    feed(x) makes the hpu batch (a non-contiguous one: strided, transposed); compile_kw goes
+    to torch.compile (dynamic=True, mode=...); resize(x) gives a second input shape, trained
+    and judged in a second step. Returns (graph breaks, graphs) of dynamo."""
     from torch._dynamo.utils import counters
     torch._dynamo.reset()
     counters.clear()
@@ -82,31 +114,34 @@ def train_case(family, layout=None, backend="hpu_backend"):
     m64, m32 = copy.deepcopy(model).double(), copy.deepcopy(model)
     dev = "hpu" if backend == "hpu_backend" else "cpu"
     mh = copy.deepcopy(model).to(dev)
-    l64, g64 = _f64(lambda: _step(m64, _dbl(x)))
-    l32, g32 = _step(m32, x)
-    e32 = _err(list(g32.values()), list(g64.values()))
+    feed = feed or (lambda t: t)
     before = fallback.counts()
-    ch = torch.compile(mh, backend=backend)
-    lh, gh = _step(mh, x.to(dev), ch, hpu=dev == "hpu")
-    lh = float(lh.cpu())
-    gh = {n: g.cpu() for n, g in gh.items()}
-    # AOT autograd gives parameters that get no gradient in eager (GoogLeNet's unused aux
-    # heads' ...) a zero gradient: those must be zero
-    for n in set(gh) ^ set(g64):
-        assert n in gh and not gh[n].any(), (family, n, "gradient only in " + ("compiled" if n in gh else "eager"))
-    eh = _err([gh[n] for n in g64], list(g64.values()))
-    assert eh <= max(FACTOR * e32, FLOOR), f"{family}: compiled grads {eh:.2e} from float64, CPU float32 {e32:.2e}"
-    ref = float(l64)
-    assert abs(lh - ref) <= max(FACTOR * abs(float(l32) - ref), FLOOR * abs(ref) + 1e-7), (family, lh, ref)
-    for p, q in zip(mh.parameters(), m32.parameters()):
-        assert p.device.type == dev, (family, p.device)
-        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=0, atol=2.1e-3)
+    ch = torch.compile(mh, backend=backend, **(compile_kw or {}))
+    for xi in [x] if resize is None else [x, resize(x)]:
+        l64, g64 = _f64(lambda: _step(m64, _dbl(xi)))
+        l32, g32 = _step(m32, xi)
+        e32 = _err(list(g32.values()), list(g64.values()))
+        lh, gh = _step(mh, feed(xi.to(dev)), ch, hpu=dev == "hpu")
+        lh = float(lh.cpu())
+        gh = {n: g.cpu() for n, g in gh.items()}
+        # AOT autograd gives parameters that get no gradient in eager (GoogLeNet's unused aux
+        # heads' ...) a zero gradient: those must be zero
+        for n in set(gh) ^ set(g64):
+            assert n in gh and not gh[n].any(), (family, n, "gradient only in " + ("compiled" if n in gh else "eager"))
+        eh = _err([gh[n] for n in g64], list(g64.values()))
+        shape = tuple(xi.shape)
+        assert eh <= max(FACTOR * e32, FLOOR), f"{family} {shape}: compiled grads {eh:.2e} from float64, CPU float32 {e32:.2e}"
+        ref = float(l64)
+        assert abs(lh - ref) <= max(FACTOR * abs(float(l32) - ref), FLOOR * abs(ref) + 1e-7), (family, shape, lh, ref)
+        for p, q in zip(mh.parameters(), m32.parameters()):
+            assert p.device.type == dev, (family, p.device)
+            torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=0, atol=2.1e-3)
     # inference on the stepped weights (CPU float64 copy stepped alike), compiled under no_grad
     mh.eval(), m64.eval(), m32.eval()
     with torch.no_grad():
         o64 = _f64(lambda: m64(_dbl(x)))
         o32 = m32(x)
-        oh = ch(x.to(dev))
+        oh = ch(feed(x.to(dev)))
         if dev == "hpu":
             htcore.mark_step()
         if torch.is_tensor(o64) and o64.is_floating_point():
@@ -129,10 +164,11 @@ def lm(family):
     return inner.eval(), x
 
 
-def generate_case(family, new_tokens=6):
+def generate_case(family, new_tokens=6, compile_kw=None):
     """Greedy generate() with the model's forward compiled (as users do: model.forward =
     torch.compile(model.forward, ...) or torch.compile(model) then .generate on the module):
-    the same tokens as CPU eager."""
+    the same tokens as CPU eager. compile_kw goes to torch.compile (dynamic=True: one graph
+    for every sequence length)."""
     torch._dynamo.reset()
     model, ids = lm(family)
     ids = ids[:, :6]
@@ -142,7 +178,7 @@ def generate_case(family, new_tokens=6):
     with torch.no_grad():
         ref = model.generate(ids, attention_mask=mask, **kw)
         mh = copy.deepcopy(model).to("hpu")
-        mh.forward = torch.compile(mh.forward, backend="hpu_backend")
+        mh.forward = torch.compile(mh.forward, backend="hpu_backend", **(compile_kw or {}))
         before = fallback.counts()
         out = mh.generate(ids.to("hpu"), attention_mask=mask.to("hpu"), **kw).cpu()
     fb = new_fallbacks(before)
@@ -154,24 +190,40 @@ def generate_case(family, new_tokens=6):
 def main(argv):
     layout = None
     names = []
+    kw = {}
     for a in argv:
         if a == "--cl":
             layout = torch.channels_last
+        elif a == "--strided":
+            kw["feed"] = strided
+        elif a == "--transposed":
+            kw["feed"] = transposed
+        elif a == "--dynamic":
+            kw["compile_kw"], kw["resize"] = dict(dynamic=True), shorter
+        elif a == "--cl-input":
+            kw["feed"] = channels_last_input
+        elif a == "--mark-dynamic":
+            kw["feed"], kw["resize"] = dynamic_dim, shorter
+        elif a == "--resize":
+            kw["resize"] = shorter
+        elif a == "--reduce-overhead":
+            kw["compile_kw"] = dict(mode="reduce-overhead")
         else:
             names.append(a)
     for name in names:
         t = time.time()
         try:
             if name.startswith("gen:"):
-                res = generate_case(name[4:])
+                res = generate_case(name[4:], compile_kw=kw.get("compile_kw"))
             elif layout is not None and name == "mvit":
-                res = train_case(name, torch.channels_last_3d)
+                res = train_case(name, torch.channels_last_3d, **kw)
             else:
-                res = train_case(name, layout)
+                res = train_case(name, layout, **kw)
             msg = f"PASS breaks={res[0]} graphs={res[1]}"
         except Exception as e:  # noqa: BLE001  (the hand sweep records every failure)
             msg = "FAIL " + type(e).__name__ + ": " + str(e).replace("\n", " | ")[:600]
-        print(f"{name}{'-cl' if layout else ''}\t{time.time() - t:.1f}s\t{msg}", flush=True)
+        flags = "".join(" " + a for a in argv if a.startswith("--"))
+        print(f"{name}{flags}\t{time.time() - t:.1f}s\t{msg}", flush=True)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,37 @@ def test_family_trains_compiled(family, layout):
     cf.train_case(family, layout)
 
 
+# Inputs and compile options users vary (the hand sweep's --strided, --transposed, --cl-input,
+# --dynamic, --mark-dynamic, --resize, --reduce-overhead): full sweep only, the default run
+# covers them on small models in tests/test_compile_families_s22.py.
+VARIANTS = {
+    "strided": dict(feed=cf.strided),
+    "transposed": dict(feed=cf.transposed),
+    "cl_input": dict(feed=cf.channels_last_input),
+    "dynamic": dict(compile_kw=dict(dynamic=True), resize=cf.shorter),
+    "mark_dynamic": dict(feed=cf.dynamic_dim, resize=cf.shorter),
+    "resize": dict(resize=cf.shorter),
+    "reduce_overhead": dict(compile_kw=dict(mode="reduce-overhead")),
+}
+VARIANT_FAMILIES = {"squeezenet": list(VARIANTS), "resnext": ["transposed", "cl_input"],
+                    "albert": [v for v in VARIANTS if v != "cl_input"], "qwen2": ["strided", "dynamic", "mark_dynamic"],
+                    "mobilenet_v2": ["strided", "resize"]}
+VARIANT_CASES = []
+if os.environ.get("HPUSIM_FAMILIES_ALL") == "1":
+    VARIANT_CASES = [pytest.param(f, v, id=f"{f}-{v}") for f, vs in VARIANT_FAMILIES.items() for v in vs]
+GENERATE_DYNAMIC = ["qwen2", "gpt_neox", "falcon"] if os.environ.get("HPUSIM_FAMILIES_ALL") == "1" else []
+
+
+@pytest.mark.parametrize("family,variant", VARIANT_CASES)
+def test_family_variant_trains_compiled(family, variant):
+    cf.train_case(family, **VARIANTS[variant])
+
+
+@pytest.mark.parametrize("family", GENERATE_DYNAMIC)
+def test_compiled_lm_generates_cpu_tokens_dynamic(family):
+    cf.generate_case(family, compile_kw=dict(dynamic=True))
+
+
 @pytest.mark.parametrize("family", GENERATE)
 def test_compiled_lm_generates_cpu_tokens(family):
     cf.generate_case(family)
