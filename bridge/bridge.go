@@ -89,6 +89,11 @@ func Execute(id int, c *Call) error {
 			return fmt.Errorf("%s: tensor %d: %v", op.Name, i, err)
 		}
 	}
+	if devStream.Touches(c.T) { // launched graphs over these bytes run first (stream.go)
+		if err := Drain(); err != nil {
+			return err
+		}
+	}
 	if capActive.Load() {
 		captureMu.Lock()
 		cp := capCur
@@ -122,6 +127,9 @@ func runKernel(op *Op, c *Call) error {
 // Synchronize waits for queued device work. In lazy mode it is a step marker: the pending
 // graph is launched and waited for, and a failure of any earlier graph is raised here.
 func Synchronize(dev int) error {
+	if err := Drain(); err != nil {
+		return err
+	}
 	if capActive.Load() {
 		splitCapture()
 	}

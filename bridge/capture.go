@@ -69,6 +69,9 @@ var (
 // capture's ops run at once, on the captured storages' current contents). dryRun records
 // without running; hostReads lets host reads run unrecorded.
 func BeginCapture(dryRun, hostReads bool) error {
+	if err := Drain(); err != nil {
+		return err
+	}
 	if e := eng; e != nil {
 		if err := e.sync("recipe capture"); err != nil {
 			return err
@@ -252,6 +255,9 @@ type Recipe struct {
 	scratch  []unsafe.Pointer // internal storages the recipe owns
 	released bool
 	reason   string // replayReason
+	// streamPool: the device stream splits this recipe's kernels over the worker pool
+	// (its first asynchronous run, on the stream's thread alone, was long); stream.go.
+	streamPool atomic.Int32
 	// copyIn, when set (SetCopyIn), copies a launch's sources into the static tensors of
 	// an HPU graph before the segments run (LaunchRecipeCopy).
 	copyIn *segment
@@ -277,10 +283,11 @@ type segment struct {
 	runG    *graph         // the bound graph synchronous runs reuse (guarded by Recipe.mu)
 	// Bound graphs launches reuse once the worker is done with them (recycle): a replay
 	// allocates no graph, node or operand.
-	poolMu  sync.Mutex
-	pool    []*boundGraph
-	recycle func(*graph) // s.put, made once
-	bound   map[*graph]*boundGraph
+	poolMu    sync.Mutex
+	pool      []*boundGraph
+	asyncPool []*graph     // bound graphs of eager-mode asynchronous runs (stream.go)
+	recycle   func(*graph) // s.put, made once
+	bound     map[*graph]*boundGraph
 	// renews marks the ordinals a run gives new contents whatever they held: temporaries
 	// of the capture, and storages whose first access entirely overwrites them. A replay
 	// after a failed one makes those valid again instead of refusing to run.
@@ -651,6 +658,9 @@ func firstOverwrites(g *graph) []bool {
 
 // Release frees the recipe's scratch and unpins its bound storages.
 func (r *Recipe) Release() {
+	if err := Drain(); err != nil { // a queued run may still use the recipe
+		devStream.keep(err)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.released {
@@ -751,6 +761,9 @@ func (s *segment) bindInto(g *graph, inputs []inputSlot, in, out []unsafe.Pointe
 // reported by name; the process goes on. Runs reuse one bound graph per segment: no
 // allocation.
 func RunRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
+	if err := Drain(); err != nil {
+		return err
+	}
 	if e := eng; e != nil {
 		if err := e.sync("recipe run"); err != nil {
 			return err
@@ -1141,6 +1154,9 @@ func LaunchRecipeCopy(r *Recipe, src, in, out []unsafe.Pointer, rnd []int64) err
 
 // runRecipeCopy is LaunchRecipeCopy without lazy mode: the runs happen at once.
 func runRecipeCopy(r *Recipe, src, in, out []unsafe.Pointer, rnd []int64) error {
+	if err := Drain(); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.released {

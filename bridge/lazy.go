@@ -746,6 +746,14 @@ func Free(p unsafe.Pointer) error {
 	if p != nil && ((capActive.Load() && captureFree(p)) || (anyPinned.Load() > 0 && pinnedFree(p))) {
 		return nil // a capture or a recipe still runs over it (capture.go)
 	}
+	if devStream.deferFree(p) {
+		return nil // a launched graph may still use it (stream.go)
+	}
+	return freeNow(p)
+}
+
+// freeNow is Free once no launched eager-mode graph can use p.
+func freeNow(p unsafe.Pointer) error {
 	if e := eng; e != nil && p != nil {
 		e.mu.Lock()
 		if st := e.stos[uintptr(p)]; st != nil {
@@ -823,6 +831,10 @@ func (e *engine) reclaim(more func() bool) {
 // for the next trigger): for host code that touches device bytes directly (the glue's
 // resize_ copying old contents into a larger allocation).
 func Quiesce() {
+	if err := Drain(); err != nil {
+		logf(levelWarning, "a launched graph failed (reported at the next op): %v", err)
+		devStream.keep(err)
+	}
 	if capActive.Load() {
 		PoisonCapture("host access to device memory during capture")
 	}

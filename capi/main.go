@@ -112,6 +112,10 @@ func hpusim_alloc(dev C.int, nbytes C.int64_t, out *unsafe.Pointer) (rc C.int) {
 		return setErr(err)
 	}
 	p, err := d.Alloc(int64(nbytes))
+	if err != nil && bridge.StreamPending() {
+		bridge.DrainKeep() // memory freed while launched graphs ran is released when they end
+		p, err = d.Alloc(int64(nbytes))
+	}
 	if err != nil {
 		return setErr(err)
 	}
@@ -155,6 +159,9 @@ func hpusim_defrag_stats(dev C.int, out *C.int64_t) (rc C.int) {
 
 // writeDeviceInts copies the counters vals reads from device dev into out.
 func writeDeviceInts(dev C.int, out *C.int64_t, vals func(*device.Device) []int64) C.int {
+	if err := bridge.Drain(); err != nil { // memory a launched graph still holds is freed after it
+		return setErr(err)
+	}
 	d, err := device.Get(int(dev))
 	if err != nil {
 		return setErr(err)
@@ -170,6 +177,9 @@ func writeDeviceInts(dev C.int, out *C.int64_t, vals func(*device.Device) []int6
 //export hpusim_reset_peak
 func hpusim_reset_peak(dev C.int) (rc C.int) {
 	defer guard(&rc)
+	if err := bridge.Drain(); err != nil {
+		return setErr(err)
+	}
 	d, err := device.Get(int(dev))
 	if err != nil {
 		return setErr(err)
@@ -183,6 +193,9 @@ func hpusim_reset_peak(dev C.int) (rc C.int) {
 //export hpusim_empty_cache
 func hpusim_empty_cache() (rc C.int) {
 	defer guard(&rc)
+	if err := bridge.Drain(); err != nil {
+		return setErr(err)
+	}
 	for i := 0; i < device.Count(); i++ {
 		d, err := device.Get(i)
 		if err != nil {
@@ -196,6 +209,9 @@ func hpusim_empty_cache() (rc C.int) {
 //export hpusim_reset_accumulated
 func hpusim_reset_accumulated(dev C.int) (rc C.int) {
 	defer guard(&rc)
+	if err := bridge.Drain(); err != nil {
+		return setErr(err)
+	}
 	d, err := device.Get(int(dev))
 	if err != nil {
 		return setErr(err)

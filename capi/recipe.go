@@ -13,6 +13,7 @@ import (
 
 	"hpusim/bridge"
 	"hpusim/device"
+	"hpusim/kernels"
 )
 
 // Recipes (bridge/capture.go): capture a function's ops, then run them again with one call.
@@ -168,8 +169,9 @@ func hpusim_recipe_launch(h C.int64_t, in *unsafe.Pointer, nin C.int, out *unsaf
 	return recipeCall(bridge.LaunchRecipe, h, in, nin, out, nout, rnd, nrnd)
 }
 
-// hpusim_recipe_run_alloc is hpusim_recipe_run (launch == 0) or hpusim_recipe_launch
-// (launch != 0) that first allocates the output slots' fresh storages on device dev, in
+// hpusim_recipe_run_alloc is hpusim_recipe_run (launch == 0), hpusim_recipe_launch
+// (launch == 1) or, with launch == 2, an asynchronous launch on the eager-mode device
+// stream (bridge.LaunchAsync; lazy mode: hpusim_recipe_launch) that first allocates the output slots' fresh storages on device dev, in
 // the same crossing: slot k with out[k] == NULL and nbytes[k] > 0 gets a new allocation of
 // nbytes[k] bytes, written to out[k], as hpusim_alloc makes it. The caller owns every
 // pointer written to out, whether the run succeeded or not (it frees them with hpusim_free
@@ -183,7 +185,11 @@ func hpusim_recipe_run_alloc(h C.int64_t, launch, dev C.int, in *unsafe.Pointer,
 		return setErr(err)
 	}
 	run := bridge.RunRecipe
-	if launch != 0 {
+	switch launch {
+	case 0:
+	case 2:
+		run = bridge.LaunchAsync // eager mode: queued on the device stream
+	default:
 		run = bridge.LaunchRecipe
 	}
 	return recipeCall(run, h, in, nin, out, nout, rnd, nrnd)
@@ -210,6 +216,10 @@ func allocSlots(dev int, out []unsafe.Pointer, nbytes *C.int64_t) error {
 			}
 		}
 		p, err := d.Alloc(n)
+		if err != nil && bridge.StreamPending() {
+			bridge.DrainKeep() // memory freed while launched graphs ran is released when they end
+			p, err = d.Alloc(n)
+		}
 		if err != nil {
 			return err
 		}
@@ -317,5 +327,73 @@ func hpusim_recipe_launch_copy(h C.int64_t, src *unsafe.Pointer, nsrc C.int, in 
 		}
 		return setErr(err)
 	}
+	return statusOK
+}
+
+// hpusim_stream_pending reports whether asynchronously launched recipe runs have not
+// finished (1) or none is pending (0).
+//
+//export hpusim_stream_pending
+func hpusim_stream_pending() C.int {
+	if bridge.StreamPending() {
+		return 1
+	}
+	return 0
+}
+
+// hpusim_stream_runs is how many asynchronous runs the eager-mode stream completed.
+//
+//export hpusim_stream_runs
+func hpusim_stream_runs() C.int64_t { return C.int64_t(bridge.StreamRuns()) }
+
+// hpusim_index_range_check scans n contiguous int64 or int32 (dtype 4 or 3) values at p
+// for one outside [0, hi) that is not ignore (when hasIgnore != 0), after any launched
+// graph writing those bytes has run: a compiled graph's class targets checked at its
+// launch (the graph itself then runs on the device stream). Returns 0 when all are in
+// range, 1 with *bad set to the first value out of range, or -1 on error.
+//
+//export hpusim_index_range_check
+func hpusim_index_range_check(p unsafe.Pointer, n C.int64_t, dtype C.int, hi, ignore C.int64_t, hasIgnore C.int,
+	bad *C.int64_t) (rc C.int) {
+	defer guard(&rc)
+	if n <= 0 {
+		return statusOK
+	}
+	if p == nil || bad == nil {
+		return setErr(fmt.Errorf("hpusim_index_range_check: null pointer"))
+	}
+	dt := kernels.DType(dtype)
+	if dt != kernels.Int64 && dt != kernels.Int32 {
+		return setErr(fmt.Errorf("hpusim_index_range_check: dtype code %d is not an index type", int(dtype)))
+	}
+	if err := bridge.WaitFor(kernels.Tensor{Ptr: p, DType: dt, Sizes: []int64{int64(n)}, Strides: []int64{1}}); err != nil {
+		return setErr(err)
+	}
+	out := func(v int64) bool { return (v < 0 || v >= int64(hi)) && (hasIgnore == 0 || v != int64(ignore)) }
+	if dt == kernels.Int64 {
+		for _, v := range unsafe.Slice((*int64)(p), int(n)) {
+			if out(v) {
+				*bad = C.int64_t(v)
+				return 1
+			}
+		}
+		return statusOK
+	}
+	for _, v := range unsafe.Slice((*int32)(p), int(n)) {
+		if out(int64(v)) {
+			*bad = C.int64_t(v)
+			return 1
+		}
+	}
+	return statusOK
+}
+
+// hpusim_stream_drain waits for the asynchronously launched recipe runs (before a fork:
+// the child has no stream thread); a run's failure stays for the next op to raise.
+//
+//export hpusim_stream_drain
+func hpusim_stream_drain() (rc C.int) {
+	defer guard(&rc)
+	bridge.DrainKeep()
 	return statusOK
 }

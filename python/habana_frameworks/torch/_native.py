@@ -122,6 +122,13 @@ def load() -> ctypes.CDLL:
         _bind(go)
         _go = go
         check(go.hpusim_init())
+        # A forked child (DataLoader workers) has no device-stream thread: launched
+        # compiled graphs finish first (bridge/stream.go), their failure kept for the
+        # parent's next op (a fork must not raise).
+        drain = getattr(go, "hpusim_stream_drain", None)
+        if drain is not None:
+            drain.restype = ctypes.c_int
+            os.register_at_fork(before=lambda: drain())
         _glue = ctypes.CDLL(glue_path, mode=ctypes.RTLD_GLOBAL)
         _glue.hpusim_glue_set_has_hpu.argtypes = [ctypes.c_int]
         _glue.hpusim_glue_fast_ops.argtypes, _glue.hpusim_glue_fast_ops.restype = [ctypes.c_int], ctypes.c_int

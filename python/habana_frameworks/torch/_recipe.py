@@ -67,11 +67,26 @@ def _lib() -> ctypes.CDLL:
                                 ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
         "hpusim_recipe_free": ([ctypes.c_int64], ctypes.c_int),
         "hpusim_recipe_set_solo": ([ctypes.c_int64, ctypes.c_int], ctypes.c_int),
+        "hpusim_stream_pending": ([], ctypes.c_int),
+        "hpusim_stream_runs": ([], ctypes.c_int64),
+        "hpusim_index_range_check": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+                                      ctypes.c_int, ctypes.POINTER(ctypes.c_int64)], ctypes.c_int),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, res
     return lib
+
+
+def stream_pending() -> bool:
+    """Whether recipes launched on the eager-mode device stream have not finished
+    (bridge/stream.go): device memory they use must not be touched but through an op."""
+    return bool(_lib().hpusim_stream_pending())
+
+
+def stream_runs() -> int:
+    """How many asynchronous recipe runs the device stream has completed."""
+    return int(_lib().hpusim_stream_runs())
 
 
 def _recipe_c():

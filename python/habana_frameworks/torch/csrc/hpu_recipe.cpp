@@ -212,7 +212,7 @@ class RecipeCall {
   // The recipe was released (Recipe.__del__): calls return None from now on.
   void release() { handle_ = 0; }
 
-  py::object run(py::handle inputs, bool launch, int64_t rnd, int nrnd) {
+  py::object run(py::handle inputs, int launch, int64_t rnd, int nrnd) {
     return run_impl(inputs, launch, rnd, nrnd, nullptr, 0);
   }
 
@@ -220,7 +220,7 @@ class RecipeCall {
   // (seed, offset) words; with nsrc > 0, src are the copy-in sources (launch only).
   // Returns the flat outputs, or None when the inputs do not match the capture (the caller
   // explains how).
-  py::object run_impl(py::handle inputs, bool launch, int64_t rnd, int nrnd, void** src, int nsrc) {
+  py::object run_impl(py::handle inputs, int launch, int64_t rnd, int nrnd, void** src, int nsrc) {
     if (handle_ == 0) throw std::runtime_error("recipe was released");
     py::sequence seq = py::reinterpret_borrow<py::sequence>(inputs);
     const size_t n = static_cast<size_t>(PySequence_Size(seq.ptr()));
@@ -272,7 +272,7 @@ class RecipeCall {
       for (size_t k = 0; k < slots_.size(); ++k) out_ptrs[k] = nullptr;
       {
         py::gil_scoped_release nogil;
-        rc = hpusim_recipe_run_alloc(handle_, launch ? 1 : 0, device_.index(), in_ptrs.data(), static_cast<int>(n),
+        rc = hpusim_recipe_run_alloc(handle_, launch, device_.index(), in_ptrs.data(), static_cast<int>(n),
                                      out_ptrs.data(), const_cast<int64_t*>(slot_nbytes_.data()),
                                      static_cast<int>(out_ptrs.size()), reinterpret_cast<int64_t*>(rnd), nrnd);
       }

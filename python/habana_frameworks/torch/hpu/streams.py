@@ -25,7 +25,10 @@ class Stream(torch.Stream):
         torch.hpu.synchronize(self.device)
 
     def query(self) -> bool:
-        return True
+        # False while compiled graphs launched on the device stream are running.
+        from .. import _recipe
+
+        return not _recipe.stream_pending()
 
     def wait_event(self, event: "Event") -> None:
         event.synchronize()

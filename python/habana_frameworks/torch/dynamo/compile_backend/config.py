@@ -49,6 +49,12 @@ tune_recipe_threads: bool = _env.env_bool("PT_HPU_COMPILE_TUNE_THREADS", True)
 # step counts): the bench MLP's optimizer region 84 + ~55 us -> ~20 us per step.
 fuse_optimizer: bool = _env.env_bool("PT_HPU_COMPILE_FUSE_OPTIMIZER", True)
 dump_graph_repro: bool = _env.env_bool("PT_HPU_DUMP_GRAPH_REPRO", False)
+# hpusim: recipes of backward graphs, and of graphs whose ops cannot fail on the data
+# (no index, gather/scatter, embedding, loss-target ops), are launched asynchronously
+# on the device stream in eager mode (bridge/stream.go): the call returns at once and
+# the next op, copy or host read waits for them, as on a Gaudi card. Read by the core
+# too (HPUSIM_ASYNC_LAUNCH=0 runs every recipe at once).
+async_launch: bool = _env.env_bool("HPUSIM_ASYNC_LAUNCH", True)
 
 install_config_module(sys.modules[__name__])
 # Set past the config module's __setattr__, which accepts options only.

@@ -27,7 +27,7 @@ from . import config
 from .logger import fx_graph_logger, logger
 from .fusion_order import order_for_fusion, reinplace_input_writes
 from .host_scalars import fold_host_scalar_math
-from .recipe_compiler import ClusterRunner
+from .recipe_compiler import ClusterRunner, async_launchable
 from .shared_layer import EAGER, HPU_CLUSTER, mark_placement, place_host_scalar_math
 
 
@@ -521,7 +521,7 @@ def pass_compile_clusters(ctx: PassContext) -> bool:
             continue
         sub = gm.get_submodule(node.target)
         runner = ClusterRunner(str(node.target), ctx.graph_name, sub, config.use_compiled_recipes,
-                               config.tune_recipe_threads)
+                               config.tune_recipe_threads, launch_checks=async_launchable(sub, ctx.is_backward))
         with gm.graph.inserting_before(node):
             call = gm.graph.call_function(runner, node.args, node.kwargs)
         call.meta.update(node.meta)

@@ -12,6 +12,7 @@ the PT_COMPILE log. So does every cluster when the runtime is missing or recipes
 from __future__ import annotations
 
 import collections
+import ctypes
 import os
 import threading
 import time
@@ -21,6 +22,7 @@ from typing import Any, Sequence
 import torch
 
 from ... import _native
+from ...utils import internal as _internal
 from .logger import logger
 
 try:
@@ -84,7 +86,7 @@ class ClusterRunner:
     is_hpu_cluster = True
 
     def __init__(self, name: str, graph_name: str, submodule: torch.fx.GraphModule, use_recipes: bool,
-                 tune_threads: bool = False):
+                 tune_threads: bool = False, launch_checks: list[tuple[int, int, int]] | None = None):
         self.name = name
         self.graph_name = graph_name
         self.__name__ = f"{graph_name}_{name}"  # how FX names it in the generated code
@@ -97,7 +99,12 @@ class ClusterRunner:
         self._sig: tuple | None = None
         self._by_sig: dict[tuple, Any] = {}
         self.hits = 0
-        self.tune_threads = tune_threads
+        # How the recipe runs: 0 at once, 2 launched on the eager-mode device stream
+        # (async_launchable; its kernels keep to the stream's thread, so no tuning), after
+        # the host checks launch_checks (launch_mode).
+        self.launch = 0 if launch_checks is None else 2
+        self.launch_checks = tuple(launch_checks or ())
+        self.tune_threads = tune_threads and launch_checks is None
         self._tuner: _ThreadTuner | None = None  # set while a new recipe is being timed
         _runners.add(self)
         _count("clusters")
@@ -130,7 +137,8 @@ class ClusterRunner:
                     except (RuntimeError, TypeError):
                         return self._dispatch(inputs)
             try:
-                out = rec.run(args) if self._tuner is None else self._tuned_run(rec, args)
+                launch = launch_mode(self, inputs) if self.launch_checks else self.launch
+                out = rec._call(args, launch) if self._tuner is None else self._tuned_run(rec, args)
             except ValueError:
                 if signature(inputs) == self._sig:
                     raise
@@ -382,3 +390,74 @@ def _located_error(e: Exception, runner: ClusterRunner) -> Exception:
 
 def _named_error(e: Exception, node: torch.fx.Node, runner: ClusterRunner) -> Exception:
     return _rebuilt(e, f"{node.target} (node {node.name}) in {runner.graph_name}.{runner.name}")
+
+
+# Ops whose kernels can fail on the data they read (an index out of range, a class target,
+# an assertion): a graph with one runs at once, so that the failure is raised at the call
+# that ran it. A backward graph's such ops read what its forward already checked (saved
+# tensors, which autograd refuses to use once modified), so backward graphs launch anyway.
+_DATA_CHECKED = ("index", "gather", "scatter", "embedding", "nll_loss", "cross_entropy", "take", "put_", ".put.",
+                 "one_hot", "bincount", "searchsorted", "bucketize", "multinomial", "histc", "histogram",
+                 "unique", "nonzero", "_local_scalar", "ctc_loss", "margin", "grid_sampler", "unpool",
+                 "assert", "masked_select", "repeat_interleave", "segment_reduce", "sparse")
+
+
+_NLL_FORWARD = (torch.ops.aten.nll_loss_forward.default, torch.ops.aten.nll_loss2d_forward.default)
+
+
+def async_launchable(sub: torch.fx.GraphModule, is_backward: bool) -> list[tuple[int, int, int]] | None:
+    """The checks to make at each launch when the cluster's recipe may be launched on the
+    device stream (config.async_launch), else None. A check (input position, classes,
+    ignore_index) is a class target the graph reads from one of its inputs
+    (nll_loss_forward: cross_entropy's), verified on the host before the launch (one scan,
+    hpusim_index_range_check), so that a bad target raises at the call as CPU raises it."""
+    from . import config
+
+    if not config.async_launch or _internal.is_lazy():
+        return None
+    if is_backward:
+        return []
+    inputs = {n: i for i, n in enumerate(sub.graph.find_nodes(op="placeholder"))}
+    checks = []
+    for n in sub.graph.nodes:
+        if n.op != "call_function" or not any(w in str(n.target) for w in _DATA_CHECKED):
+            continue
+        check = _target_check(n, inputs) if n.target in _NLL_FORWARD else None
+        if check is None:
+            return None
+        checks.append(check)
+    return checks
+
+
+def _target_check(n: torch.fx.Node, inputs: dict[torch.fx.Node, int]) -> tuple[int, int, int] | None:
+    args = list(n.args) + [None] * (5 - len(n.args))
+    self_, target, ignore = args[0], args[1], n.kwargs.get("ignore_index", args[4] if args[4] is not None else -100)
+    val = self_.meta.get("val") if isinstance(self_, torch.fx.Node) else None
+    if target not in inputs or val is None or not isinstance(ignore, int):
+        return None
+    classes = val.shape[1] if val.dim() >= 2 else val.shape[0]
+    if not isinstance(classes, int):
+        return None  # symbolic: checked by the kernel, at the call
+    return inputs[target], classes, ignore
+
+
+def launch_mode(runner: ClusterRunner, inputs: Sequence[Any]) -> int:
+    """2 (launch on the device stream) once runner's launch checks pass over inputs, 0
+    (run at once) when a target cannot be scanned on the host (the kernel checks it).
+    Raises IndexError, as CPU does, for a class target out of range."""
+    for pos, classes, ignore in runner.launch_checks:
+        t = inputs[pos]
+        code = _INDEX_CODES.get(t.dtype) if isinstance(t, torch.Tensor) and t.device.type == "hpu" else None
+        if code is None or not t.is_contiguous():
+            return 0
+        bad = ctypes.c_int64()
+        rc = _recipe._lib().hpusim_index_range_check(t.data_ptr(), t.numel(), code, classes, ignore, 1,
+                                                     ctypes.byref(bad))
+        if rc < 0:
+            _native.check(rc)
+        if rc == 1:
+            raise _located_error(IndexError(f"nll_loss: Target {bad.value} is out of bounds."), runner)
+    return 2
+
+
+_INDEX_CODES = {torch.int64: 4, torch.int32: 3}
