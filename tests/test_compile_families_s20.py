@@ -61,6 +61,9 @@ def test_family_trains_compiled(family, layout):
 # Inputs and compile options users vary (the hand sweep's --strided, --transposed, --cl-input,
 # --dynamic, --mark-dynamic, --resize, --reduce-overhead): full sweep only, the default run
 # covers them on small models in tests/test_compile_families_s22.py.
+# Not here: longformer with dynamic=True fails inside torch (default_partition's assertion
+# 'all(user.target == operator.getitem ...)', the same with backend="aot_eager_default_partitioner"
+# on the CPU; aot_eager's min-cut partitioner fails on a symbolic value-range assertion).
 VARIANTS = {
     "strided": dict(feed=cf.strided),
     "transposed": dict(feed=cf.transposed),
