@@ -350,11 +350,8 @@ func DrainKeep() {
 	}
 }
 
-// WaitFor waits for the stream when a launched run covers t's bytes (a host read of t),
-// and reports an earlier run's failure.
-func WaitFor(t kernels.Tensor) error {
-	if devStream.Touches([]kernels.Tensor{t}) {
-		return Drain()
-	}
-	return nil
-}
+// StreamBusy reports whether runs are pending or a failure waits to be raised.
+func StreamBusy() bool { return devStream.pending.Load() > 0 || devStream.failed.Load() }
+
+// StreamTouches reports whether an access to t must wait for the stream (Touches).
+func StreamTouches(t kernels.Tensor) bool { return devStream.Touches([]kernels.Tensor{t}) }

@@ -346,48 +346,6 @@ func hpusim_stream_pending() C.int {
 //export hpusim_stream_runs
 func hpusim_stream_runs() C.int64_t { return C.int64_t(bridge.StreamRuns()) }
 
-// hpusim_index_range_check scans n contiguous int64 or int32 (dtype 4 or 3) values at p
-// for one outside [0, hi) that is not ignore (when hasIgnore != 0), after any launched
-// graph writing those bytes has run: a compiled graph's class targets checked at its
-// launch (the graph itself then runs on the device stream). Returns 0 when all are in
-// range, 1 with *bad set to the first value out of range, or -1 on error.
-//
-//export hpusim_index_range_check
-func hpusim_index_range_check(p unsafe.Pointer, n C.int64_t, dtype C.int, hi, ignore C.int64_t, hasIgnore C.int,
-	bad *C.int64_t) (rc C.int) {
-	defer guard(&rc)
-	if n <= 0 {
-		return statusOK
-	}
-	if p == nil || bad == nil {
-		return setErr(fmt.Errorf("hpusim_index_range_check: null pointer"))
-	}
-	dt := kernels.DType(dtype)
-	if dt != kernels.Int64 && dt != kernels.Int32 {
-		return setErr(fmt.Errorf("hpusim_index_range_check: dtype code %d is not an index type", int(dtype)))
-	}
-	if err := bridge.WaitFor(kernels.Tensor{Ptr: p, DType: dt, Sizes: []int64{int64(n)}, Strides: []int64{1}}); err != nil {
-		return setErr(err)
-	}
-	out := func(v int64) bool { return (v < 0 || v >= int64(hi)) && (hasIgnore == 0 || v != int64(ignore)) }
-	if dt == kernels.Int64 {
-		for _, v := range unsafe.Slice((*int64)(p), int(n)) {
-			if out(v) {
-				*bad = C.int64_t(v)
-				return 1
-			}
-		}
-		return statusOK
-	}
-	for _, v := range unsafe.Slice((*int32)(p), int(n)) {
-		if out(int64(v)) {
-			*bad = C.int64_t(v)
-			return 1
-		}
-	}
-	return statusOK
-}
-
 // hpusim_stream_drain waits for the asynchronously launched recipe runs (before a fork:
 // the child has no stream thread); a run's failure stays for the next op to raise.
 //
@@ -396,4 +354,18 @@ func hpusim_stream_drain() (rc C.int) {
 	defer guard(&rc)
 	bridge.DrainKeep()
 	return statusOK
+}
+
+// hpusim_stream_touches reports (1) whether an asynchronously launched run still reads or
+// writes bytes of [p, p+nbytes), or an earlier run failed; 0 otherwise.
+//
+//export hpusim_stream_touches
+func hpusim_stream_touches(p unsafe.Pointer, nbytes C.int64_t) C.int {
+	if nbytes <= 0 || !bridge.StreamBusy() {
+		return 0
+	}
+	if bridge.StreamTouches(kernels.Tensor{Ptr: p, DType: kernels.Uint8, Sizes: []int64{int64(nbytes)}, Strides: []int64{1}}) {
+		return 1
+	}
+	return 0
 }

@@ -69,8 +69,6 @@ def _lib() -> ctypes.CDLL:
         "hpusim_recipe_set_solo": ([ctypes.c_int64, ctypes.c_int], ctypes.c_int),
         "hpusim_stream_pending": ([], ctypes.c_int),
         "hpusim_stream_runs": ([], ctypes.c_int64),
-        "hpusim_index_range_check": ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
-                                      ctypes.c_int, ctypes.POINTER(ctypes.c_int64)], ctypes.c_int),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(lib, name)

@@ -46,6 +46,7 @@ int hpusim_recipe_launch_copy(int64_t h, void** src, int nsrc, void** in, int ni
                               int64_t* rnd, int nrnd);
 int hpusim_capture_active();
 int hpusim_last_error(char* buf, int n);
+int hpusim_stream_touches(void* p, int64_t nbytes);
 }
 
 // Hidden, as pybind11 is: the specs hold Python objects.
@@ -101,6 +102,9 @@ class RecipeCall {
   }
   void add_value_input(py::object v) { inputs_.push_back(Input{false, Meta{}, false, std::move(v)}); }
   void add_alias_check(int64_t i, int64_t j, int64_t dist) { aliases_.push_back({i, j, dist}); }
+  // Input i holds class targets in [0, hi) or ignore, scanned before an asynchronous
+  // launch (checked_launch).
+  void add_index_check(int64_t i, int64_t hi, int64_t ignore) { index_checks_.push_back({i, hi, ignore}); }
 
   // A slot's nbytes is the size of the storage a run allocates for it (0: bound, or empty).
   void add_slot_bound() { add_slot(Slot{kSlotBound, 0, Meta{}}); }
@@ -212,6 +216,29 @@ class RecipeCall {
   // The recipe was released (Recipe.__del__): calls return None from now on.
   void release() { handle_ = 0; }
 
+  // An asynchronous launch (2) of a graph that reads class targets (cross_entropy's) from
+  // its inputs scans them here first, so that a bad one raises IndexError at the call as
+  // CPU does; targets the host cannot scan (strided, or still being written by a launched
+  // graph) make the run synchronous (0): its kernel checks them.
+  int checked_launch(const c10::SmallVector<at::Tensor, 8>& tensors) const {
+    for (const auto& c : index_checks_) {
+      const at::Tensor& t = tensors[c[0]];
+      if (!t.defined() || !t.is_contiguous()) return 0;
+      const int64_t n = t.numel();
+      if (n == 0) continue;
+      const bool i64 = t.scalar_type() == at::kLong;
+      if (!i64 && t.scalar_type() != at::kInt) return 0;
+      void* p = const_cast<void*>(t.data_ptr());
+      if (hpusim_stream_touches(p, n * t.element_size()) != 0) return 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t v = i64 ? static_cast<const int64_t*>(p)[k] : static_cast<const int32_t*>(p)[k];
+        if ((v < 0 || v >= c[1]) && v != c[2])
+          throw py::index_error("nll_loss: Target " + std::to_string(v) + " is out of bounds.");
+      }
+    }
+    return 2;
+  }
+
   py::object run(py::handle inputs, int launch, int64_t rnd, int nrnd) {
     return run_impl(inputs, launch, rnd, nrnd, nullptr, 0);
   }
@@ -253,6 +280,7 @@ class RecipeCall {
       auto d = static_cast<char*>(in_ptrs[a[1]]) - static_cast<char*>(in_ptrs[a[0]]);
       if (d != a[2]) return py::none();
     }
+    if (launch == 2 && !index_checks_.empty()) launch = checked_launch(tensors);
     int rc;
     if (nsrc > 0) {
       for (size_t k = 0; k < slots_.size(); ++k) {
@@ -350,6 +378,7 @@ class RecipeCall {
   c10::Device device_;
   std::vector<Input> inputs_;
   std::vector<std::array<int64_t, 3>> aliases_;
+  std::vector<std::array<int64_t, 3>> index_checks_;
   std::vector<Slot> slots_;
   std::vector<int64_t> slot_nbytes_;  // per slot: its nbytes (what the core allocates)
   void add_slot(Slot s) {
@@ -477,6 +506,7 @@ PYBIND11_MODULE(_recipe_C, m) {
       .def("add_tensor_input", &RecipeCall::add_tensor_input)
       .def("add_value_input", &RecipeCall::add_value_input)
       .def("add_alias_check", &RecipeCall::add_alias_check)
+      .def("add_index_check", &RecipeCall::add_index_check)
       .def("add_slot_bound", &RecipeCall::add_slot_bound)
       .def("add_slot_bytes", &RecipeCall::add_slot_bytes)
       .def("add_slot_like", &RecipeCall::add_slot_like)

@@ -243,10 +243,8 @@ def _direct_cluster(runner: Any, bare: bool) -> Callable[..., Any]:
     None before running), go through ClusterRunner.__call__."""
     from .recipe_compiler import _located_error
 
-    from .recipe_compiler import launch_mode
-
     structures = (None,) if bare else (list, tuple)
-    launch, checked = runner.launch, bool(runner.launch_checks)
+    launch = runner.launch
 
     def call(*args: Any) -> Any:
         entry = runner._entry
@@ -254,8 +252,8 @@ def _direct_cluster(runner: Any, bare: bool) -> Callable[..., Any]:
             rec = entry[0]
             if rec._handle and not rec._generators and rec._structure in structures:
                 try:
-                    flat = rec._fast.run(args, launch_mode(runner, args) if checked else launch)
-                except RuntimeError as e:
+                    flat = rec._fast.run(args, launch)
+                except (RuntimeError, IndexError) as e:
                     raise _located_error(e, runner) from e
                 if flat is not None:
                     runner.hits += 1

@@ -12,7 +12,6 @@ the PT_COMPILE log. So does every cluster when the runtime is missing or recipes
 from __future__ import annotations
 
 import collections
-import ctypes
 import os
 import threading
 import time
@@ -101,7 +100,7 @@ class ClusterRunner:
         self.hits = 0
         # How the recipe runs: 0 at once, 2 launched on the eager-mode device stream
         # (async_launchable; its kernels keep to the stream's thread, so no tuning), after
-        # the host checks launch_checks (launch_mode).
+        # the host scans launch_checks' class targets (hpu_recipe.cpp's checked_launch).
         self.launch = 0 if launch_checks is None else 2
         self.launch_checks = tuple(launch_checks or ())
         self.tune_threads = tune_threads and launch_checks is None
@@ -137,12 +136,11 @@ class ClusterRunner:
                     except (RuntimeError, TypeError):
                         return self._dispatch(inputs)
             try:
-                launch = launch_mode(self, inputs) if self.launch_checks else self.launch
-                out = rec._call(args, launch) if self._tuner is None else self._tuned_run(rec, args)
+                out = rec._call(args, self.launch) if self._tuner is None else self._tuned_run(rec, args)
             except ValueError:
                 if signature(inputs) == self._sig:
                     raise
-            except RuntimeError as e:
+            except (RuntimeError, IndexError) as e:
                 raise _located_error(e, self) from e
             else:
                 self.hits += 1
@@ -186,6 +184,8 @@ class ClusterRunner:
             return plain_outputs(e.outputs, inputs)
         except Exception as e:
             raise _located_error(e, self) from e
+        for pos, classes, ignore in self.launch_checks:
+            rec._fast.add_index_check(tensor_pos.index(pos) if baked else pos, classes, ignore)
         entry = (rec, tensor_pos if baked else None, const_pos, consts, host_pos)
         self._by_sig[sig] = entry
         self._entry, self._sig = entry, sig
@@ -441,23 +441,4 @@ def _target_check(n: torch.fx.Node, inputs: dict[torch.fx.Node, int]) -> tuple[i
     return inputs[target], classes, ignore
 
 
-def launch_mode(runner: ClusterRunner, inputs: Sequence[Any]) -> int:
-    """2 (launch on the device stream) once runner's launch checks pass over inputs, 0
-    (run at once) when a target cannot be scanned on the host (the kernel checks it).
-    Raises IndexError, as CPU does, for a class target out of range."""
-    for pos, classes, ignore in runner.launch_checks:
-        t = inputs[pos]
-        code = _INDEX_CODES.get(t.dtype) if isinstance(t, torch.Tensor) and t.device.type == "hpu" else None
-        if code is None or not t.is_contiguous():
-            return 0
-        bad = ctypes.c_int64()
-        rc = _recipe._lib().hpusim_index_range_check(t.data_ptr(), t.numel(), code, classes, ignore, 1,
-                                                     ctypes.byref(bad))
-        if rc < 0:
-            _native.check(rc)
-        if rc == 1:
-            raise _located_error(IndexError(f"nll_loss: Target {bad.value} is out of bounds."), runner)
-    return 2
 
-
-_INDEX_CODES = {torch.int64: 4, torch.int32: 3}
