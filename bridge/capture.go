@@ -258,6 +258,11 @@ type Recipe struct {
 	// streamPool: the device stream splits this recipe's kernels over the worker pool
 	// (its first asynchronous run, on the stream's thread alone, was long); stream.go.
 	streamPool atomic.Int32
+	// asyncTimed counts the synchronous runs LaunchAsync timed before deciding whether the
+	// recipe is worth launching (asyncMinNs: the shortest; asyncWorth: 1 yes, 2 no).
+	asyncTimed atomic.Int32
+	asyncMinNs atomic.Int64
+	asyncWorth atomic.Int32
 	// copyIn, when set (SetCopyIn), copies a launch's sources into the static tensors of
 	// an HPU graph before the segments run (LaunchRecipeCopy).
 	copyIn *segment

@@ -3,6 +3,7 @@ package bridge
 import (
 	"math/rand"
 	"testing"
+	"time"
 	"unsafe"
 
 	"hpusim/kernels"
@@ -34,6 +35,7 @@ func TestLaunchAsyncRunsInOrderAndOpsWait(t *testing.T) {
 	x, y, out := randBuf(t, 4096, r), randBuf(t, 4096, r), newBuf(t, 4096)
 	rec, _ := captureChain(t, x, y, out, false)
 	defer rec.Release()
+	rec.asyncWorth.Store(asyncYes) // a tiny recipe: launched all the same here
 	before := StreamRuns()
 	outs := make([]buf, 8)
 	for k := range outs {
@@ -115,5 +117,42 @@ func TestExtentAndOverlap(t *testing.T) {
 		if got := spansOverlap(spans, c.lo, c.hi); got != c.want {
 			t.Fatalf("[%d,%d): overlap %v, want %v", c.lo, c.hi, got, c.want)
 		}
+	}
+}
+
+// A recipe whose timed runs are shorter than asyncMinRun keeps running at the call.
+func TestTinyRecipeStaysSynchronous(t *testing.T) {
+	eagerMode(t)
+	prev := SetAsyncMinRun(time.Hour)
+	defer SetAsyncMinRun(prev)
+	r := rand.New(rand.NewSource(7))
+	x, y, out := randBuf(t, 64, r), randBuf(t, 64, r), newBuf(t, 64)
+	rec, _ := captureChain(t, x, y, out, false)
+	defer rec.Release()
+	before := StreamRuns()
+	for k := 0; k < 6; k++ {
+		if err := LaunchAsync(rec, []unsafe.Pointer{x.p, y.p}, []unsafe.Pointer{out.p}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if StreamPending() {
+			t.Fatal("a tiny recipe was queued")
+		}
+	}
+	if StreamRuns() != before || rec.asyncWorth.Load() != asyncNo {
+		t.Fatalf("runs %d, decision %d", StreamRuns()-before, rec.asyncWorth.Load())
+	}
+	SetAsyncMinRun(0)
+	rec2, _ := captureChain(t, x, y, out, false)
+	defer rec2.Release()
+	for k := 0; k < 6; k++ {
+		if err := LaunchAsync(rec2, []unsafe.Pointer{x.p, y.p}, []unsafe.Pointer{out.p}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Drain(); err != nil {
+		t.Fatal(err)
+	}
+	if got := StreamRuns() - before; got != 6-asyncTimedRuns {
+		t.Fatalf("%d launched runs, want %d", got, 6-asyncTimedRuns)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 
 	"hpusim/bridge"
@@ -368,4 +369,12 @@ func hpusim_stream_touches(p unsafe.Pointer, nbytes C.int64_t) C.int {
 		return 1
 	}
 	return 0
+}
+
+// hpusim_async_min_us sets the shortest timed run (us) that makes a recipe launched on the
+// device stream (bridge.SetAsyncMinRun; tests) and returns the previous value.
+//
+//export hpusim_async_min_us
+func hpusim_async_min_us(us C.int64_t) C.int64_t {
+	return C.int64_t(bridge.SetAsyncMinRun(time.Duration(us)*time.Microsecond) / time.Microsecond)
 }

@@ -304,3 +304,20 @@ def test_pow_scalar_base_runs_native_and_captures(fallback_counter):
     got = torch.pow(2, hpu(steps.to(torch.int64)))
     assert got.dtype == torch.int64
     torch.testing.assert_close(got.cpu(), torch.pow(2, steps.to(torch.int64)))
+
+
+def test_namedtuple_results_come_back_as_the_namedtuple():
+    import collections
+
+    from habana_frameworks.torch import _recipe
+
+    NT = collections.namedtuple("NT", ["a", "b"])
+    x = torch.randn(8, device="hpu")
+    rec, out = _recipe.capture(lambda t: NT(t + 1, t * 2), [x])
+    assert isinstance(out, NT)
+    y = torch.randn(8, device="hpu")
+    got = rec.run([y])
+    assert isinstance(got, NT)
+    torch.testing.assert_close(got.a.cpu(), y.cpu() + 1)
+    torch.testing.assert_close(got.b.cpu(), y.cpu() * 2)
+    del rec

@@ -69,6 +69,7 @@ def _lib() -> ctypes.CDLL:
         "hpusim_recipe_set_solo": ([ctypes.c_int64, ctypes.c_int], ctypes.c_int),
         "hpusim_stream_pending": ([], ctypes.c_int),
         "hpusim_stream_runs": ([], ctypes.c_int64),
+        "hpusim_async_min_us": ([ctypes.c_int64], ctypes.c_int64),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(lib, name)
@@ -85,6 +86,13 @@ def stream_pending() -> bool:
 def stream_runs() -> int:
     """How many asynchronous recipe runs the device stream has completed."""
     return int(_lib().hpusim_stream_runs())
+
+
+def set_async_min_us(us: int) -> int:
+    """The shortest run (in us, timed over a recipe's first runs) that makes a recipe
+    launched on the device stream (HPUSIM_ASYNC_MIN_US, default 30; recipes decided
+    afterwards). Returns the previous value."""
+    return int(_lib().hpusim_async_min_us(int(us)))
 
 
 def _recipe_c():
@@ -284,6 +292,8 @@ def _restructure(structure: Any, flat: list[Any]) -> Any:
         return flat
     if structure is tuple:
         return tuple(flat)
+    if hasattr(structure, "_fields"):  # a namedtuple takes its fields as arguments
+        return structure._make(flat)
     return structure(flat)
 
 
