@@ -854,13 +854,7 @@ func LaunchRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 	if err := e.launchCurrent("recipe launch"); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	if r.released {
-		r.mu.Unlock()
-		return fmt.Errorf("recipe %s was released", r.id)
-	}
-	if err := r.checkRun(in, out, rnd); err != nil {
-		r.mu.Unlock()
+	if err := r.lockForLaunch(in, out, rnd); err != nil {
 		return err
 	}
 	var one [1]*graph
@@ -881,6 +875,21 @@ func LaunchRecipe(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 		}
 	}
 	return e.takeErr()
+}
+
+// lockForLaunch locks the recipe for binding a launch and checks the run's arguments; on
+// an error the recipe is left unlocked.
+func (r *Recipe) lockForLaunch(in, out []unsafe.Pointer, rnd []int64) error {
+	r.mu.Lock()
+	if r.released {
+		r.mu.Unlock()
+		return fmt.Errorf("recipe %s was released", r.id)
+	}
+	if err := r.checkRun(in, out, rnd); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	return nil
 }
 
 // replayReason is the launch reason of the recipe's replays (made once).

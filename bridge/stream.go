@@ -102,13 +102,7 @@ func LaunchAsync(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 	case asyncUndecided:
 		return r.timedRun(in, out, rnd)
 	}
-	r.mu.Lock()
-	if r.released {
-		r.mu.Unlock()
-		return fmt.Errorf("recipe %s was released", r.id)
-	}
-	if err := r.checkRun(in, out, rnd); err != nil {
-		r.mu.Unlock()
+	if err := r.lockForLaunch(in, out, rnd); err != nil {
 		return err
 	}
 	gs := make([]*graph, len(r.segs))
