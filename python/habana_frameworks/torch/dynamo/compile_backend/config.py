@@ -45,8 +45,7 @@ use_fast_runtime: bool = _env.env_bool("PT_HPU_COMPILE_FAST_RUNTIME", True)
 tune_recipe_threads: bool = _env.env_bool("PT_HPU_COMPILE_TUNE_THREADS", True)
 # hpusim: a compiled torch.optim.Adam/AdamW step runs as one multi-tensor Go op per
 # group of equal hyper-parameters, bit-equal to eager CPU Adam (optimizer_pattern.py).
-# It also replaces the host scalar program of the bias corrections (the kernel takes the
-# step counts): the bench MLP's optimizer region 84 + ~55 us -> ~20 us per step.
+# The step counts still reach it through the host scalar program (host_scalars.py).
 fuse_optimizer: bool = _env.env_bool("PT_HPU_COMPILE_FUSE_OPTIMIZER", True)
 dump_graph_repro: bool = _env.env_bool("PT_HPU_DUMP_GRAPH_REPRO", False)
 # hpusim: recipes of backward graphs, and of graphs whose ops cannot fail on the data

@@ -92,10 +92,11 @@ class HostScalarProgram:
         # to float32 already, so packing is exact; inf and nan pack as they are).
         self._pack = struct.Struct(f"={len(results)}{'f' if dtype == torch.float32 else 'd'}").pack
         # Set by fold_host_scalar_math when only recipes read the results, and only as
-        # values (no view of them can leave a recipe): eager-mode recipes run at once, so
-        # each call may rewrite one device buffer instead of allocating a tensor (an
-        # allocation through the dispatcher costs ~13 us inside a training loop). One
-        # buffer per thread that made it; other threads get a new tensor each call.
+        # values (no view of them can leave a recipe): once no launched recipe may still
+        # read it (bridge/stream.go), each call may rewrite one device buffer instead of
+        # allocating a tensor (an allocation through the dispatcher costs ~13 us inside a
+        # training loop). One buffer per thread that made it; other threads get a new
+        # tensor each call.
         self.reuse_output = False
         self._buf: torch.Tensor | None = None
         self._buf_thread = 0
