@@ -92,7 +92,7 @@ test-py:
 		tests/test_compile.py tests/test_compile_strides.py tests/test_compile_output_alias_s21.py tests/test_model_families_more.py tests/test_model_families_extra.py \
 		tests/test_torchvision_pool_deform.py tests/test_dtype_semantics.py \
 		tests/test_clients_s17_generator.py tests/test_clients_s17_vllm_ops.py tests/test_clients_s17_surface.py \
-		tests/test_model_families_s19.py
+		tests/test_model_families_s19.py tests/test_compile_clients_s23.py
 
 # Benchmarks (not a test): training-step throughput per mode and GEMM against OpenBLAS;
 # prints the tables and writes bench/results.json. E.g. `make bench BENCH_ARGS=--quick`.

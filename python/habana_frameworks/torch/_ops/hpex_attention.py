@@ -375,14 +375,16 @@ def sdpa_bwd(grad, q, k, v, P, dm, is_causal, p, scale, fwd_out):
         return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
-def _fwd_fake(q, k, v, *rest):
-    return (q.new_empty((*q.shape[:-1], v.shape[-1])), q.new_empty((*q.shape[:-1], k.shape[-2])),
-            q.new_empty((0,), dtype=torch.bool))
+def _fwd_fake(q, k, v, attention_mask=None, p=0.0, *rest):
+    # the keep mask is a placeholder without dropout, else shaped like the probabilities
+    probs = q.new_empty((*q.shape[:-1], k.shape[-2]))
+    return (q.new_empty((*q.shape[:-1], v.shape[-1])), probs,
+            q.new_empty(probs.shape if p > 0 else (0,), dtype=torch.bool))
 
 
 for _name in ("sdpa_fwd", "sdpa_fwd_dropout", "sdpa_fwd_non_dropout"):
     _define(f"{_name}({_FWD_ARGS}) -> (Tensor, Tensor, Tensor)", sdpa_fwd, _fwd_fake)
 _define(f"sdpa_fwd_dropout_seed(Tensor seed, {_FWD_ARGS}) -> (Tensor, Tensor, Tensor)", sdpa_fwd_dropout_seed,
-        lambda seed, q, k, v, *rest: _fwd_fake(q, k, v))
+        lambda seed, q, k, v, *rest: _fwd_fake(q, k, v, *rest))
 _define("sdpa_bwd(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor P, Tensor? dm, bool is_causal, float p, "
         "float scale, Tensor fwd_out) -> (Tensor, Tensor, Tensor)", sdpa_bwd, _bwd_fake)
