@@ -5,7 +5,11 @@ the CPU.
 - hpex FusedSDPA inside a compiled region (optimum-habana's BERT, Llama with
   use_flash_attention and ~70 other model files call `FusedSDPA.apply`): as in the bridge it
   is an autograd.Function over the hpu::sdpa_* ops that dynamo puts in the graph; it was a
-  graph break per call (its eager path calls the kernel runtime, which dynamo skips)."""
+  graph break per call (its eager path calls the kernel runtime, which dynamo skips).
+- Streams in a compiled region (`with torch.hpu.stream(s)`, `torch.hpu.current_stream()`):
+  the stream context failed the compilation (dynamo rebuilds the stream from its id, a
+  form torch.hpu.Stream refused) and current_stream was a graph break; the bridge's trace
+  rules put both in the graph."""
 from __future__ import annotations
 
 import importlib.util
@@ -137,6 +141,32 @@ def test_fused_sdpa_sdpa_fwd_fake_shapes_its_dropout_mask():
         _, _, dm0 = torch.ops.hpu.sdpa_fwd(q, k, k, None, 0.0, 0.3, False, "None", None, "left")
     assert tuple(probs.shape) == tuple(dm.shape) == (2, 3, 5, 7) and dm.dtype == torch.bool
     assert dm0.numel() == 0
+
+
+# ------------------------------------------------------------------ streams
+
+def test_stream_context_and_current_stream_in_a_compiled_region():
+    torch._dynamo.reset()
+    side = torch.hpu.Stream()
+
+    def in_stream(x):
+        with torch.hpu.stream(side):
+            y = x * 2
+        return y.sin()
+
+    def ask(x):
+        return x + 1, torch.hpu.current_stream()
+
+    x = torch.randn(4, 4, generator=torch.Generator().manual_seed(3))
+    xh = x.to("hpu").requires_grad_()
+    out = torch.compile(in_stream, backend="hpu_backend", fullgraph=True)(xh)
+    torch.testing.assert_close(out.cpu(), (x * 2).sin())
+    out.sum().backward()
+    torch.testing.assert_close(xh.grad.cpu(), 2 * (x * 2).cos())
+    assert torch.hpu.current_stream() == torch.hpu.default_stream()  # the context was left
+    y, st = torch.compile(ask, backend="hpu_backend", fullgraph=True)(xh.detach())
+    torch.testing.assert_close(y.cpu(), x + 1)
+    assert isinstance(st, torch.hpu.Stream) and st == torch.hpu.current_stream()
 
 
 # ------------------------------------------------ optimum-habana's GaudiTrainer, compiled

@@ -21,6 +21,11 @@ CONSTANT_FOLDED = (_hpu.is_available, _hpu.current_device, _hpu.device_count,
                    _hpu_utils._get_device_index)
 
 
+# Put in the graph as the bridge does (dynamo wraps their results as stream objects):
+# a compiled region may ask for the current stream or enter a stream context.
+IN_GRAPH = (_hpu.current_stream, _hpu.stream)
+
+
 # Never called from user code: kernels and the runtime under them (paths relative to
 # habana_frameworks/torch; a directory ends with "/").
 RUNTIME_PATHS = ("_ops/", "_native.py", "_recipe.py", "_lazy.py", "_autocast.py")
@@ -37,8 +42,9 @@ def _install() -> None:
     if added:
         _rules.SKIP_DIRS.extend(added)
         _rules._recompile_re()
-    for fn in CONSTANT_FOLDED:
+    for fn in CONSTANT_FOLDED + IN_GRAPH:
         _rules._allowed_callable_ids.add(id(fn))
+    for fn in CONSTANT_FOLDED:
         _torch_vars.constant_fold_functions[fn] = None
 
 

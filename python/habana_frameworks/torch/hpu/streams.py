@@ -19,6 +19,11 @@ class Stream(torch.Stream):
     """An hpu stream. `priority` is accepted and unused: HPU has one stream per device."""
 
     def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
+        if "stream_id" in kwargs:
+            # torch.Stream's other form (stream_id, device_index, device_type), which dynamo
+            # uses to rebuild a stream a compiled region enters (`with torch.hpu.stream(s)`)
+            kwargs.pop("device", None)
+            return super().__new__(cls, priority=priority, **kwargs)
         return super().__new__(cls, device=_device(device), priority=priority, **kwargs)
 
     def synchronize(self) -> None:
