@@ -191,23 +191,42 @@ def _mutated_in_graph(meta: Any) -> tuple[int, ...]:
 def _unboxed(fn: Any) -> Callable[..., Any]:
     """fn (a boxed compiled graph) as a callable of the graph's inputs, returning its
     outputs as a sequence, with the fewest Python calls between: a graph that is one
-    cluster over all its inputs in order calls the cluster's runner itself, a graph from
+    cluster over its inputs (_cluster_plan) calls the cluster's recipe itself, a graph from
     compilers.py its forward (no input list to build and clear: the runtime keeps its
     inputs alive for the call anyway), any other boxed callable through its list."""
     forward = getattr(fn, "unboxed", None)
     if forward is None:
         return lambda *args: fn(list(args))
+    plan = _plan_of(forward)
+    return forward if plan is None else _direct_cluster(plan)
+
+
+def _plan_of(forward: Callable[..., Any]) -> "_Plan | None":
     gm = getattr(forward, "__self__", None)
-    if isinstance(gm, torch.fx.GraphModule):
-        runner = _single_cluster(gm)
-        if runner is not None:
-            return runner
-    return forward
+    if isinstance(gm, torch.fx.GraphModule) and forward == gm.forward:
+        return _cluster_plan(gm)
+    return None
 
 
-def _single_cluster(gm: torch.fx.GraphModule) -> Callable[..., Any] | None:
-    """The runner of a graph `outs = cluster(*inputs); return outs` (its outputs one
-    tensor, or all of the cluster's outputs in order), as a callable returning a sequence."""
+@dataclass
+class _Plan:
+    """How a graph that is one cluster call maps its inputs and outputs. argmap: the graph
+    input each cluster input is (None: all of them, in order); outmap: per graph output,
+    (0, k) the cluster's k-th output, (1, j) graph input j itself, (2, 0) None (None: the
+    outputs are the cluster's, in order); forward: the graph's own forward (the fallback)."""
+    runner: Any
+    argmap: tuple[int, ...] | None
+    outmap: tuple[tuple[int, int], ...] | None
+    structures: tuple[Any, ...]
+    forward: Callable[..., Any]
+
+
+def _cluster_plan(gm: torch.fx.GraphModule) -> _Plan | None:
+    """The plan of a graph `outs = cluster(*some inputs); return (outs[i]..., input..., None...)`
+    (the cluster called over graph inputs in any order, its outputs taken by getitem, or
+    the one it returns bare), or None for any other graph."""
+    import operator
+
     from .recipe_compiler import ClusterRunner
 
     nodes = list(gm.graph.nodes)
@@ -218,49 +237,89 @@ def _single_cluster(gm: torch.fx.GraphModule) -> Callable[..., Any] | None:
     call, tail, out = rest[0], rest[1:-1], rest[-1].args[0]
     runner = call.target
     if (call.op != "call_function" or not isinstance(runner, ClusterRunner) or call.kwargs
-            or list(call.args) != inputs or not isinstance(out, (tuple, list))):
+            or not all(isinstance(a, torch.fx.Node) and a.op == "placeholder" for a in call.args)
+            or not isinstance(out, (tuple, list))):
         return None
-    if not tail and list(out) == [call]:
-        # The cluster returns its one output bare: the graph returned it in a tuple.
-        return _direct_cluster(runner, bare=True)
-    import operator
+    count = _output_count(runner.submodule)
+    position = {n: j for j, n in enumerate(inputs)}
+    picked: dict[torch.fx.Node, int] = {}
+    for n in tail:
+        if (n.op != "call_function" or n.target is not operator.getitem or n.kwargs or len(n.args) != 2
+                or n.args[0] is not call or not isinstance(n.args[1], int) or count is None
+                or not 0 <= n.args[1] < count):
+            return None
+        picked[n] = n.args[1]
+    if count is None and tail:
+        return None
+    outmap = []
+    for o in out:
+        if o is None:
+            outmap.append((2, 0))
+        elif o is call and count is None:
+            outmap.append((0, 0))  # the cluster returns its one output bare
+        elif o in picked:
+            outmap.append((0, picked[o]))
+        elif o in position:
+            outmap.append((1, position[o]))
+        else:
+            return None
+    argmap = tuple(position[a] for a in call.args)
+    if argmap == tuple(range(len(inputs))):
+        argmap = None
+    flat_map = tuple(outmap) == tuple((0, k) for k in range(len(outmap))) and (count is None or count == len(outmap))
+    return _Plan(runner, argmap, None if flat_map else tuple(outmap),
+                 (None,) if count is None else (list, tuple), gm.forward)
 
-    if (len(tail) == len(out) and list(out) == tail and len(call.users) == len(tail)
-            and all(n.op == "call_function" and n.target is operator.getitem and n.args == (call, i) and not n.kwargs
-                    for i, n in enumerate(tail))
-            and _output_count(runner.submodule) == len(tail)):
-        return _direct_cluster(runner, bare=False)
-    return None
+
+_UNSET = object()
 
 
-def _direct_cluster(runner: Any, bare: bool) -> Callable[..., Any]:
-    """Call runner's recipe straight through its C++ entry (csrc/hpu_recipe.cpp: the input
-    checks, output allocation and the run into Go) when ClusterRunner.__call__ would do just
-    that: a recipe over the inputs as given (no baked constants or packed host scalars), no
-    random draws, no thread tuning under way. The entry returns the flat outputs: the
-    graph's output sequence when the cluster returns one bare tensor (bare) or a list or
-    tuple. Anything else, and inputs the recipe was not captured for (the entry returns
-    None before running), go through ClusterRunner.__call__."""
+def _fast_run_of(entry: Any, runner: Any, structures: tuple[Any, ...]) -> Any:
+    """The C++ entry (RecipeCall.run) of runner's current recipe entry when
+    ClusterRunner.__call__ would do no more than call it: a recipe over the inputs as
+    given (no baked constants or packed host scalars), no random draws, flat outputs of
+    the structure the plan expects; else None."""
+    if entry is None or entry[1] is not None:
+        return None
+    rec = entry[0]
+    if not rec._handle or rec._generators or rec._structure not in structures:
+        return None
+    return rec._fast.run
+
+
+def _direct_cluster(plan: _Plan) -> Callable[..., Any]:
+    """Call the plan's recipe straight through its C++ entry (csrc/hpu_recipe.cpp: the
+    input checks, output allocation and the run into Go) when ClusterRunner.__call__ would
+    do just that (_fast_run_of) and no thread tuning is under way, and map its flat
+    outputs to the graph's (the same input objects, None slots). Anything else, and
+    inputs the recipe was not captured for (the entry returns None before running), go
+    through the graph's forward, as before."""
     from .recipe_compiler import _located_error
 
-    structures = (None,) if bare else (list, tuple)
+    runner, argmap, outmap, structures, forward = plan.runner, plan.argmap, plan.outmap, plan.structures, plan.forward
     launch = runner.launch
+    memo = [_UNSET, None]  # runner._entry last seen, its fast run (or None)
 
     def call(*args: Any) -> Any:
         entry = runner._entry
-        if entry is not None and entry[1] is None and runner._tuner is None:
-            rec = entry[0]
-            if rec._handle and not rec._generators and rec._structure in structures:
-                try:
-                    flat = rec._fast.run(args, launch)
-                except (RuntimeError, IndexError) as e:
-                    raise _located_error(e, runner) from e
-                if flat is not None:
-                    runner.hits += 1
+        if entry is memo[0]:
+            go = memo[1]
+        else:
+            go = memo[1] = _fast_run_of(entry, runner, structures)
+            memo[0] = entry
+        if go is not None and runner._tuner is None:
+            try:
+                flat = go(args if argmap is None else [args[i] for i in argmap], launch)
+            except (RuntimeError, IndexError) as e:
+                raise _located_error(e, runner) from e
+            if flat is not None:
+                runner.hits += 1
+                if outmap is None:
                     return flat
-        out = runner(*args)
-        return (out,) if bare else out
+                return [flat[i] if k == 0 else args[i] if k == 1 else None for k, i in outmap]
+        return forward(*args)
 
+    call.plan = plan  # type: ignore[attr-defined]
     return call
 
 
@@ -277,12 +336,11 @@ def _inference_runtime(fn: Any, meta: Any, disable_amp: bool, params: list[torch
     is_grad = torch.is_grad_enabled
     no_autocast = torch._C._DisableAutocast
     call = _unboxed(fn)
+    plan = getattr(call, "plan", None)
+    if plan is not None:
+        call = plan.forward  # what the direct path falls back to
 
-    def run(*args: Any) -> Any:
-        if params:
-            args = (*params, *args)
-        if mutated:
-            increment([args[i] for i in mutated])
+    def slow(args: tuple) -> Any:
         if not is_grad():
             if disable_amp:
                 with no_autocast():
@@ -296,6 +354,50 @@ def _inference_runtime(fn: Any, meta: Any, disable_amp: bool, params: list[torch
             return call(*args)
         finally:
             set_grad(True)
+
+    if plan is None:
+        def run(*args: Any) -> Any:
+            if params:
+                args = (*params, *args)
+            if mutated:
+                increment([args[i] for i in mutated])
+            return slow(args)
+
+        return _dynamo_disable(run)
+
+    # A graph that is one cluster: its recipe's C++ entry is taken first, in the same
+    # frame, without grad-mode or autocast toggling. The entry runs no dispatcher op that
+    # either could change (it builds fresh tensors without autograd history; outputs that
+    # alias inputs keep the region on AOT's runtime, _common_reason), so the result is the
+    # one the graph gives under no_grad. Anything else goes through slow, as before.
+    from .recipe_compiler import _located_error
+
+    runner, argmap, outmap, structures = plan.runner, plan.argmap, plan.outmap, plan.structures
+    launch = runner.launch
+    memo = [_UNSET, None]
+
+    def run(*args: Any) -> Any:
+        if params:
+            args = (*params, *args)
+        if mutated:
+            increment([args[i] for i in mutated])
+        entry = runner._entry
+        if entry is memo[0]:
+            go = memo[1]
+        else:
+            go = memo[1] = _fast_run_of(entry, runner, structures)
+            memo[0] = entry
+        if go is not None and runner._tuner is None:
+            try:
+                flat = go(args if argmap is None else [args[i] for i in argmap], launch)
+            except (RuntimeError, IndexError) as e:
+                raise _located_error(e, runner) from e
+            if flat is not None:
+                runner.hits += 1
+                if outmap is None:
+                    return flat
+                return [flat[i] if k == 0 else args[i] if k == 1 else None for k, i in outmap]
+        return slow(args)
 
     return _dynamo_disable(run)
 
@@ -326,7 +428,7 @@ def _training_runtime(fw: Any, meta: Any, record: _Record, aot_fn: Callable[...,
     with torch._C._DisableAutocast() if disable_amp else _null():
         # Run by the autograd engine, possibly inside a frame dynamo evaluates: kept out
         # of dynamo as AOT keeps its compiled backward.
-        bw = _dynamo_disable(record.bw_compiler(bw_module, placeholders))
+        bw = _dynamo_disable(_unboxed(record.bw_compiler(bw_module, placeholders)))
 
     fw_call = _unboxed(fw)
 
@@ -351,8 +453,8 @@ def _training_runtime(fw: Any, meta: Any, record: _Record, aot_fn: Callable[...,
             ctx.maybe_clear_saved_tensors()
             if disable_amp:
                 with no_autocast():
-                    return tuple(normalize_as_list(bw(args)))
-            return tuple(normalize_as_list(bw(args)))
+                    return tuple(normalize_as_list(bw(*args)))
+            return tuple(normalize_as_list(bw(*args)))
 
     apply = CompiledRegion.apply
     is_grad = torch.is_grad_enabled
