@@ -263,6 +263,10 @@ type Recipe struct {
 	asyncTimed atomic.Int32
 	asyncMinNs atomic.Int64
 	asyncWorth atomic.Int32
+	// runPool: streamRuns of this recipe's finished asynchronous launches, reused by the
+	// next ones (a launch allocates no run, graph list or span list; stream.go).
+	runPoolMu sync.Mutex
+	runPool   []*streamRun
 	// copyIn, when set (SetCopyIn), copies a launch's sources into the static tensors of
 	// an HPU graph before the segments run (LaunchRecipeCopy).
 	copyIn *segment

@@ -31,10 +31,33 @@ type streamRun struct {
 	spans [][2]uintptr // the device bytes the run's inputs and outputs cover: [lo, hi)
 }
 
+// takeRun returns a streamRun of r for a new launch: a finished one (its lists keep their
+// capacity) or a new one.
+func (r *Recipe) takeRun() *streamRun {
+	r.runPoolMu.Lock()
+	defer r.runPoolMu.Unlock()
+	if n := len(r.runPool); n > 0 {
+		run := r.runPool[n-1]
+		r.runPool[n-1] = nil
+		r.runPool = r.runPool[:n-1]
+		return run
+	}
+	return &streamRun{r: r}
+}
+
+// putRun hands a finished run back to its recipe (the worker no longer refers to it).
+func (r *Recipe) putRun(run *streamRun) {
+	clear(run.gs) // the graphs went back to their segments' pools
+	run.gs, run.spans = run.gs[:0], run.spans[:0]
+	r.runPoolMu.Lock()
+	r.runPool = append(r.runPool, run)
+	r.runPoolMu.Unlock()
+}
+
 type deviceStream struct {
 	mu      sync.Mutex
 	cond    sync.Cond
-	queue   []streamRun
+	queue   []*streamRun
 	pending atomic.Int32 // runs queued or running
 	failed  atomic.Bool  // err is set
 	err     error
@@ -105,16 +128,15 @@ func LaunchAsync(r *Recipe, in, out []unsafe.Pointer, rnd []int64) error {
 	if err := r.lockForLaunch(in, out, rnd); err != nil {
 		return err
 	}
-	gs := make([]*graph, len(r.segs))
-	var spans [][2]uintptr
-	for i, s := range r.segs {
+	run := r.takeRun()
+	for _, s := range r.segs {
 		g := s.takeAsync()
 		s.bindInto(g, r.inputs, in, out, rnd)
-		gs[i] = g
-		spans = s.boundSpans(g, spans)
+		run.gs = append(run.gs, g)
+		run.spans = s.boundSpans(g, run.spans)
 	}
 	r.mu.Unlock()
-	devStream.push(streamRun{r: r, gs: gs, spans: spans})
+	devStream.push(run)
 	return nil
 }
 
@@ -269,7 +291,7 @@ func (s *segment) putAsync(g *graph) {
 	s.poolMu.Unlock()
 }
 
-func (s *deviceStream) push(run streamRun) {
+func (s *deviceStream) push(run *streamRun) {
 	s.mu.Lock()
 	s.pending.Add(1)
 	s.queue = append(s.queue, run)
@@ -304,9 +326,12 @@ func (s *deviceStream) worker() {
 			s.cond.Wait()
 		}
 		run := s.queue[0]
-		s.queue[0] = streamRun{}
-		s.queue = s.queue[1:]
-		s.running = &run
+		// Shifted down, not resliced: the queue keeps its array (a launch appends to it
+		// without allocating).
+		n := copy(s.queue, s.queue[1:])
+		s.queue[n] = nil
+		s.queue = s.queue[:n]
+		s.running = run
 		s.mu.Unlock()
 
 		err := run.exec()
@@ -315,6 +340,7 @@ func (s *deviceStream) worker() {
 		}
 		s.mu.Lock()
 		s.running = nil // its spans stay covered until pending drops: frees are deferred till then
+		run.r.putRun(run)
 		if err != nil && s.err == nil {
 			s.err = err
 			s.failed.Store(true)
@@ -340,7 +366,7 @@ func (s *deviceStream) worker() {
 
 // exec runs the bound graphs; a kernel panic becomes the run's error (it must never take
 // the process down: nothing above this goroutine would recover it).
-func (run streamRun) exec() (err error) {
+func (run *streamRun) exec() (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("recipe %s: kernel panic: %v", run.r.id, v)
