@@ -194,3 +194,10 @@ def test_error_in_a_planned_graph_names_the_op_and_leaves_inputs():
     out = compiled(good)
     w, b, e = lin.weight.detach().cpu(), lin.bias.detach().cpu(), emb.weight.detach().cpu()
     torch.testing.assert_close(out.detach().cpu(), (e[good.cpu()] @ w.T + b).sum(), rtol=1e-5, atol=1e-5)
+
+
+def test_picker_keeps_tuples_for_any_length():
+    seq = ("a", "b", None, "c")
+    assert fast_runtime._picker((3, 0, 2))(seq) == ("c", "a", None)
+    assert fast_runtime._picker((1,))(seq) == ("b",)
+    assert fast_runtime._picker(())(seq) == ()

@@ -213,12 +213,36 @@ class _Plan:
     """How a graph that is one cluster call maps its inputs and outputs. argmap: the graph
     input each cluster input is (None: all of them, in order); outmap: per graph output,
     (0, k) the cluster's k-th output, (1, j) graph input j itself, (2, 0) None (None: the
-    outputs are the cluster's, in order); forward: the graph's own forward (the fallback)."""
+    outputs are the cluster's, in order); forward: the graph's own forward (the fallback).
+    pick_args / pick_out apply the maps in C (operator.itemgetter): pick_args(args) is the
+    cluster's inputs, pick_out((*args, None, *flat)) the graph's outputs (a tuple)."""
     runner: Any
     argmap: tuple[int, ...] | None
     outmap: tuple[tuple[int, int], ...] | None
     structures: tuple[Any, ...]
     forward: Callable[..., Any]
+    num_inputs: int = 0
+    pick_args: Callable[..., Any] | None = None
+    pick_out: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.argmap is not None:
+            self.pick_args = _picker(self.argmap)
+        if self.outmap is not None:
+            n = self.num_inputs
+            self.pick_out = _picker(tuple(n + 1 + i if k == 0 else i if k == 1 else n for k, i in self.outmap))
+
+
+def _picker(idx: tuple[int, ...]) -> Callable[[Any], tuple]:
+    """seq -> tuple(seq[i] for i in idx), in C."""
+    import operator
+
+    if len(idx) > 1:
+        return operator.itemgetter(*idx)
+    if len(idx) == 1:
+        (i,) = idx
+        return lambda seq: (seq[i],)
+    return lambda seq: ()
 
 
 def _cluster_plan(gm: torch.fx.GraphModule) -> _Plan | None:
@@ -268,7 +292,7 @@ def _cluster_plan(gm: torch.fx.GraphModule) -> _Plan | None:
         argmap = None
     flat_map = tuple(outmap) == tuple((0, k) for k in range(len(outmap))) and (count is None or count == len(outmap))
     return _Plan(runner, argmap, None if flat_map else tuple(outmap),
-                 (None,) if count is None else (list, tuple), gm.forward)
+                 (None,) if count is None else (list, tuple), gm.forward, len(inputs))
 
 
 _UNSET = object()
@@ -296,7 +320,8 @@ def _direct_cluster(plan: _Plan) -> Callable[..., Any]:
     through the graph's forward, as before."""
     from .recipe_compiler import _located_error
 
-    runner, argmap, outmap, structures, forward = plan.runner, plan.argmap, plan.outmap, plan.structures, plan.forward
+    runner, pick_args, pick_out, structures, forward = (plan.runner, plan.pick_args, plan.pick_out, plan.structures,
+                                                         plan.forward)
     launch = runner.launch
     memo = [_UNSET, None]  # runner._entry last seen, its fast run (or None)
 
@@ -309,14 +334,12 @@ def _direct_cluster(plan: _Plan) -> Callable[..., Any]:
             memo[0] = entry
         if go is not None and runner._tuner is None:
             try:
-                flat = go(args if argmap is None else [args[i] for i in argmap], launch)
+                flat = go(args if pick_args is None else pick_args(args), launch)
             except (RuntimeError, IndexError) as e:
                 raise _located_error(e, runner) from e
             if flat is not None:
                 runner.hits += 1
-                if outmap is None:
-                    return flat
-                return [flat[i] if k == 0 else args[i] if k == 1 else None for k, i in outmap]
+                return flat if pick_out is None else pick_out((*args, None, *flat))
         return forward(*args)
 
     call.plan = plan  # type: ignore[attr-defined]
@@ -372,7 +395,7 @@ def _inference_runtime(fn: Any, meta: Any, disable_amp: bool, params: list[torch
     # one the graph gives under no_grad. Anything else goes through slow, as before.
     from .recipe_compiler import _located_error
 
-    runner, argmap, outmap, structures = plan.runner, plan.argmap, plan.outmap, plan.structures
+    runner, pick_args, pick_out, structures = plan.runner, plan.pick_args, plan.pick_out, plan.structures
     launch = runner.launch
     memo = [_UNSET, None]
 
@@ -389,14 +412,12 @@ def _inference_runtime(fn: Any, meta: Any, disable_amp: bool, params: list[torch
             memo[0] = entry
         if go is not None and runner._tuner is None:
             try:
-                flat = go(args if argmap is None else [args[i] for i in argmap], launch)
+                flat = go(args if pick_args is None else pick_args(args), launch)
             except (RuntimeError, IndexError) as e:
                 raise _located_error(e, runner) from e
             if flat is not None:
                 runner.hits += 1
-                if outmap is None:
-                    return flat
-                return [flat[i] if k == 0 else args[i] if k == 1 else None for k, i in outmap]
+                return flat if pick_out is None else pick_out((*args, None, *flat))
         return slow(args)
 
     return _dynamo_disable(run)
