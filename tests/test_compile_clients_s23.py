@@ -9,7 +9,11 @@ the CPU.
 - Streams in a compiled region (`with torch.hpu.stream(s)`, `torch.hpu.current_stream()`):
   the stream context failed the compilation (dynamo rebuilds the stream from its id, a
   form torch.hpu.Stream refused) and current_stream was a graph break; the bridge's trace
-  rules put both in the graph."""
+  rules put both in the graph.
+- Patterns that held (kept here so they stay so): Model-References' autocast around a
+  compiled model with mark_step, torch.inference_mode around a compiled call, and
+  encoder-decoder generate() (BART, Whisper: cross-attention caches, audio convs) with the
+  model's forward compiled."""
 from __future__ import annotations
 
 import importlib.util
@@ -167,6 +171,81 @@ def test_stream_context_and_current_stream_in_a_compiled_region():
     y, st = torch.compile(ask, backend="hpu_backend", fullgraph=True)(xh.detach())
     torch.testing.assert_close(y.cpu(), x + 1)
     assert isinstance(st, torch.hpu.Stream) and st == torch.hpu.current_stream()
+
+
+# ------------------------------------------------------------ patterns that held
+
+def test_model_references_autocast_around_compiled_model_with_mark_step():
+    """`model = torch.compile(model, backend="hpu_backend")`, forward under
+    torch.autocast("hpu", bfloat16), loss.backward(), mark_step, optimizer.step(), mark_step:
+    the losses of CPU autocast bf16 within bf16 tolerance, and inference_mode afterwards."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                                torch.nn.Linear(32, 4))
+    mh = __import__("copy").deepcopy(model).to("hpu")
+    ch = torch.compile(mh, backend="hpu_backend")
+    oc, oh = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(mh.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(5)
+    for _ in range(3):
+        x, y = torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            lc = F.cross_entropy(model(x), y)
+        with torch.autocast("hpu", dtype=torch.bfloat16):
+            out = ch(x.to("hpu"))
+            lh = F.cross_entropy(out, y.to("hpu"))
+        assert out.dtype == torch.bfloat16
+        lc.backward()
+        lh.backward()
+        htcore.mark_step()
+        oc.step(), oh.step()
+        htcore.mark_step()
+        oc.zero_grad(), oh.zero_grad()
+        assert abs(float(lh) - float(lc)) < 2e-2, (float(lh), float(lc))
+    with torch.inference_mode():
+        x = torch.randn(4, 16, generator=g)
+        out = ch(x.to("hpu"))
+        assert out.is_inference()
+        torch.testing.assert_close(out.cpu(), model(x), rtol=3e-2, atol=3e-2)
+
+
+def _tiny_seq2seq(name):
+    import transformers as T
+    if name == "bart":
+        cfg = T.BartConfig(vocab_size=100, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                           decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                           max_position_embeddings=64, dropout=0.0, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                           decoder_start_token_id=2, forced_eos_token_id=None)
+        return T.BartForConditionalGeneration(cfg), {"input_ids": torch.randint(3, 100, (2, 7))}
+    cfg = T.WhisperConfig(vocab_size=100, num_mel_bins=8, encoder_layers=1, decoder_layers=1,
+                          encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                          d_model=32, max_source_positions=16, max_target_positions=32, pad_token_id=0,
+                          bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, suppress_tokens=None,
+                          begin_suppress_tokens=None)
+    return T.WhisperForConditionalGeneration(cfg), {"input_features": torch.randn(2, 8, 32)}
+
+
+# Whisper (~9 s of CPU) runs in the full sweep only (HPUSIM_FAMILIES_ALL=1).
+SEQ2SEQ = ["bart", "whisper"] if os.environ.get("HPUSIM_FAMILIES_ALL") == "1" else ["bart"]
+
+
+@pytest.mark.parametrize("name", SEQ2SEQ)
+def test_encoder_decoder_generate_with_compiled_forward(name):
+    pytest.importorskip("transformers")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model, inputs = _tiny_seq2seq(name)
+    model.eval()
+    kw = dict(max_new_tokens=6, do_sample=False)
+    before = fallback.counts()
+    with torch.no_grad():
+        ref = model.generate(**inputs, **kw)
+        mh = __import__("copy").deepcopy(model).to("hpu")
+        mh.forward = torch.compile(mh.forward, backend="hpu_backend")
+        out = mh.generate(**{k: v.to("hpu") for k, v in inputs.items()}, **kw).cpu()
+    assert torch.equal(out, ref), (out, ref)
+    assert fallback.counts() == before
 
 
 # ------------------------------------------------ optimum-habana's GaudiTrainer, compiled
