@@ -201,3 +201,28 @@ def test_picker_keeps_tuples_for_any_length():
     assert fast_runtime._picker((3, 0, 2))(seq) == ("c", "a", None)
     assert fast_runtime._picker((1,))(seq) == ("b",)
     assert fast_runtime._picker(())(seq) == ()
+
+
+def test_direct_path_calls_the_fastcall_entry(runner_calls):
+    """The direct path calls RecipeCall.run through _recipe_C.run_fast (METH_FASTCALL,
+    no pybind11 dispatcher), bound to the recipe's RecipeCall; a bad input still falls
+    back (run_fast returns None before running) and results stay CPU's."""
+    import functools
+
+    from habana_frameworks.torch import _recipe
+
+    def f(t):
+        return t * 3 - 1
+
+    compiled = torch.compile(f, backend="hpu_backend")
+    g = torch.Generator().manual_seed(13)
+    x = torch.randn(32, generator=g)
+    for _ in range(30):
+        torch.testing.assert_close(compiled(x.to("hpu")).cpu(), f(x), rtol=0, atol=0)
+    runner = runner_calls[0]
+    go = fast_runtime._fast_run_of(runner._entry, runner, (None,))
+    assert isinstance(go, functools.partial) and go.func is _recipe._recipe_c().run_fast
+    assert go.args == (runner._entry[0]._fast,)
+    assert go((x.to("hpu")[:16],), 0) is None  # not the captured shape: nothing ran
+    with pytest.raises(TypeError):
+        _recipe._recipe_c().run_fast(runner._entry[0]._fast, (x.to("hpu"),))

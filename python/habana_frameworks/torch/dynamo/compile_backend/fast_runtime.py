@@ -20,6 +20,7 @@ region runs with autocast off when autocast was traced into it.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -308,7 +309,10 @@ def _fast_run_of(entry: Any, runner: Any, structures: tuple[Any, ...]) -> Any:
     rec = entry[0]
     if not rec._handle or rec._generators or rec._structure not in structures:
         return None
-    return rec._fast.run
+    from ... import _recipe
+
+    run_fast = getattr(_recipe._recipe_c(), "run_fast", None)  # METH_FASTCALL: no pybind11 dispatch
+    return rec._fast.run if run_fast is None else functools.partial(run_fast, rec._fast)
 
 
 def _direct_cluster(plan: _Plan) -> Callable[..., Any]:
