@@ -327,15 +327,16 @@ def _direct_cluster(plan: _Plan) -> Callable[..., Any]:
     runner, pick_args, pick_out, structures, forward = (plan.runner, plan.pick_args, plan.pick_out, plan.structures,
                                                          plan.forward)
     launch = runner.launch
-    memo = [_UNSET, None]  # runner._entry last seen, its fast run (or None)
+    memo = [(_UNSET, None)]  # (runner._entry last seen, its fast run or None)
 
     def call(*args: Any) -> Any:
         entry = runner._entry
-        if entry is memo[0]:
-            go = memo[1]
+        seen = memo[0]
+        if seen[0] is entry:
+            go = seen[1]
         else:
-            go = memo[1] = _fast_run_of(entry, runner, structures)
-            memo[0] = entry
+            go = _fast_run_of(entry, runner, structures)
+            memo[0] = (entry, go)  # one store: threads never pair an entry with another's run
         if go is not None and runner._tuner is None:
             try:
                 flat = go(args if pick_args is None else pick_args(args), launch)
@@ -401,7 +402,7 @@ def _inference_runtime(fn: Any, meta: Any, disable_amp: bool, params: list[torch
 
     runner, pick_args, pick_out, structures = plan.runner, plan.pick_args, plan.pick_out, plan.structures
     launch = runner.launch
-    memo = [_UNSET, None]
+    memo = [(_UNSET, None)]
 
     def run(*args: Any) -> Any:
         if params:
@@ -409,11 +410,12 @@ def _inference_runtime(fn: Any, meta: Any, disable_amp: bool, params: list[torch
         if mutated:
             increment([args[i] for i in mutated])
         entry = runner._entry
-        if entry is memo[0]:
-            go = memo[1]
+        seen = memo[0]
+        if seen[0] is entry:
+            go = seen[1]
         else:
-            go = memo[1] = _fast_run_of(entry, runner, structures)
-            memo[0] = entry
+            go = _fast_run_of(entry, runner, structures)
+            memo[0] = (entry, go)  # one store: threads never pair an entry with another's run
         if go is not None and runner._tuner is None:
             try:
                 flat = go(args if pick_args is None else pick_args(args), launch)
