@@ -318,12 +318,88 @@ static void CLONES hpusim_philox(uint32_t *restrict out, uint64_t b0, size_t nb,
 	}
 }
 
+// The same blocks in AVX2 lanes, 16 at a time (two independent sets of 8 for the
+// multipliers' latency): _mm256_mul_epu32 takes the even 32-bit lanes, so each 32x32->64
+// product is formed for the even and the odd lanes apart and its halves blended back. The
+// words are then transposed to block order. Same bits as the scalar loop (exact integer
+// arithmetic); TestPhiloxBlocksAndFastPaths compares them with Stream.Block.
+#define PHX_T __attribute__((target("avx2")))
+PHX_T static inline void phx_mul(__m256i c, __m256i m, __m256i *hi, __m256i *lo) {
+	__m256i pe = _mm256_mul_epu32(c, m), po = _mm256_mul_epu32(_mm256_srli_epi64(c, 32), m);
+	*lo = _mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xAA);
+	*hi = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
+}
+PHX_T static inline void phx_store(uint32_t *out, __m256i c0, __m256i c1, __m256i c2, __m256i c3) {
+	__m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
+	__m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
+	__m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+	__m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+	_mm256_storeu_si256((__m256i *)out, _mm256_permute2x128_si256(u0, u1, 0x20));
+	_mm256_storeu_si256((__m256i *)(out + 8), _mm256_permute2x128_si256(u2, u3, 0x20));
+	_mm256_storeu_si256((__m256i *)(out + 16), _mm256_permute2x128_si256(u0, u1, 0x31));
+	_mm256_storeu_si256((__m256i *)(out + 24), _mm256_permute2x128_si256(u2, u3, 0x31));
+}
+// Blocks b0 .. b0+16*ng-1.
+PHX_T static void hpusim_philox_avx2(uint32_t *restrict out, uint64_t b0, size_t ng, uint32_t k0, uint32_t k1,
+		uint32_t o0, uint32_t o1) {
+	const __m256i m0 = _mm256_set1_epi32((int)0xD2511F53u), m1 = _mm256_set1_epi32((int)0xCD9E8D57u);
+	__m256i ka[10], kb[10];
+	for (int r = 0; r < 10; r++) {
+		ka[r] = _mm256_set1_epi32((int)(k0 + (uint32_t)r * 0x9E3779B9u));
+		kb[r] = _mm256_set1_epi32((int)(k1 + (uint32_t)r * 0xBB67AE85u));
+	}
+	const __m256i vo0 = _mm256_set1_epi32((int)o0), vo1 = _mm256_set1_epi32((int)o1);
+	for (size_t g = 0; g < ng; g++) {
+		uint32_t lo[16], hi[16];
+		for (int i = 0; i < 16; i++) {
+			uint64_t b = b0 + 16 * g + (uint64_t)i;
+			lo[i] = (uint32_t)b;
+			hi[i] = (uint32_t)(b >> 32);
+		}
+		__m256i a0 = _mm256_loadu_si256((const __m256i *)lo), a1 = _mm256_loadu_si256((const __m256i *)hi);
+		__m256i b0v = _mm256_loadu_si256((const __m256i *)(lo + 8)), b1 = _mm256_loadu_si256((const __m256i *)(hi + 8));
+		__m256i a2 = vo0, a3 = vo1, b2 = vo0, b3 = vo1;
+		for (int r = 0; r < 10; r++) {
+			__m256i ah0, al0, ah1, al1, bh0, bl0, bh1, bl1;
+			phx_mul(a0, m0, &ah0, &al0);
+			phx_mul(b0v, m0, &bh0, &bl0);
+			phx_mul(a2, m1, &ah1, &al1);
+			phx_mul(b2, m1, &bh1, &bl1);
+			a0 = _mm256_xor_si256(_mm256_xor_si256(ah1, a1), ka[r]);
+			b0v = _mm256_xor_si256(_mm256_xor_si256(bh1, b1), ka[r]);
+			a2 = _mm256_xor_si256(_mm256_xor_si256(ah0, a3), kb[r]);
+			b2 = _mm256_xor_si256(_mm256_xor_si256(bh0, b3), kb[r]);
+			a1 = al1;
+			b1 = bl1;
+			a3 = al0;
+			b3 = bl0;
+		}
+		phx_store(out + 64 * g, a0, a1, a2, a3);
+		phx_store(out + 64 * g + 32, b0v, b1, b2, b3);
+	}
+}
+static inline int hpusim_philox_vec(void) {
+	static int v = -1;
+	int x = __atomic_load_n(&v, __ATOMIC_RELAXED);
+	if (x < 0) {
+		x = HPUSIM_AVX2();
+		__atomic_store_n(&v, x, __ATOMIC_RELAXED);
+	}
+	return x;
+}
+static void hpusim_philox_blocks(uint32_t *restrict out, uint64_t b0, size_t nb, uint32_t k0, uint32_t k1,
+		uint32_t o0, uint32_t o1) {
+	size_t ng = hpusim_philox_vec() ? nb / 16 : 0;
+	if (ng) hpusim_philox_avx2(out, b0, ng, k0, k1, o0, o1);
+	if (16 * ng < nb) hpusim_philox(out + 64 * ng, b0 + 16 * ng, nb - 16 * ng, k0, k1, o0, o1);
+}
+
 // Bernoulli and dropout from stream words: u keeps element i when w[i] < thr (thr = q*2^32,
 // the exact form of w/2^32 < q); dropout scales in double as the Go definition does.
 static void CLONES hpusim_bern_f32(float *restrict o, const uint32_t *restrict w, size_t n, double thr) {
 	for (size_t i = 0; i < n; i++) o[i] = (double)w[i] < thr ? 1.0f : 0.0f;
 }
-static void CLONES hpusim_dropout_f32(float *o, uint8_t *restrict m, const float *x, const uint32_t *restrict w,
+static void CLONES hpusim_dropout_f32_ref(float *o, uint8_t *restrict m, const float *x, const uint32_t *restrict w,
 		size_t n, double thr, double scale) {
 #pragma GCC ivdep
 	for (size_t i = 0; i < n; i++) {
@@ -331,6 +407,39 @@ static void CLONES hpusim_dropout_f32(float *o, uint8_t *restrict m, const float
 		m[i] = (uint8_t)k;
 		o[i] = (float)((double)x[i] * k * scale);
 	}
+}
+// The same in float32 AVX2 lanes. For an integer w, w < thr exactly when w < ceil(thr), one
+// unsigned 32-bit compare (kt = ceil(thr) in [1, 2^32-1]; 0 and 2^32 keep none or all).
+// x*k*scale in double, rounded once to float, equals (x*k)*scale in float: k is 0 or 1
+// and scale a float (rounded so in Dropout), so the double product of two floats is exact
+// and both forms round that exact product once (inf*0 NaN and the sign of zero alike).
+PHX_T static void hpusim_dropout_f32_avx2(float *o, uint8_t *restrict m, const float *x, const uint32_t *restrict w,
+		size_t n, uint32_t kt, float scale) {
+	const __m256i sign = _mm256_set1_epi32((int)0x80000000u), kv = _mm256_set1_epi32((int)(kt ^ 0x80000000u));
+	const __m256 one = _mm256_set1_ps(1.0f), sc = _mm256_set1_ps(scale);
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256i wv = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w + i)), sign);
+		__m256i keep = _mm256_cmpgt_epi32(kv, wv); // w < kt, unsigned
+		__m256 k = _mm256_and_ps(_mm256_castsi256_ps(keep), one);
+		_mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), k), sc));
+		__m256i k32 = _mm256_srli_epi32(keep, 31);                    // 8 x 0/1 in 32 bits
+		__m128i k16 = _mm_packus_epi32(_mm256_castsi256_si128(k32), _mm256_extracti128_si256(k32, 1));
+		_mm_storel_epi64((__m128i *)(m + i), _mm_packus_epi16(k16, k16));
+	}
+	for (; i < n; i++) {
+		float k = w[i] < kt ? 1.0f : 0.0f;
+		m[i] = (uint8_t)k;
+		o[i] = x[i] * k * scale; // (x*k)*scale, each rounded (fp-contract=off)
+	}
+}
+static void hpusim_dropout_f32(float *o, uint8_t *restrict m, const float *x, const uint32_t *restrict w,
+		size_t n, double thr, double scale) {
+	if (hpusim_philox_vec() && thr > 0 && thr < 0x1p32 && (double)(float)scale == scale) {
+		hpusim_dropout_f32_avx2(o, m, x, w, n, (uint32_t)ceil(thr), (float)scale);
+		return;
+	}
+	hpusim_dropout_f32_ref(o, m, x, w, n, thr, scale);
 }
 
 // bool/uint8 (mask = 1 or 0xff) to float32, for where and masked_fill conditions.
@@ -572,7 +681,7 @@ func philoxBlocks(out []uint32, s Stream, b0 uint64) {
 	if len(out) < 4 {
 		return
 	}
-	C.hpusim_philox((*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(out))), C.uint64_t(b0), C.size_t(len(out)/4),
+	C.hpusim_philox_blocks((*C.uint32_t)(unsafe.Pointer(unsafe.SliceData(out))), C.uint64_t(b0), C.size_t(len(out)/4),
 		C.uint32_t(uint32(s.Seed)), C.uint32_t(uint32(s.Seed>>32)), C.uint32_t(uint32(s.Offset)),
 		C.uint32_t(uint32(s.Offset>>32)))
 }

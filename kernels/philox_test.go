@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"math"
 	"testing"
 	"unsafe"
 )
@@ -73,6 +74,61 @@ func TestPhiloxBlocksAndFastPaths(t *testing.T) {
 		}
 		if mask[e] != uint8(k) || out[e] != float32(float64(x[e])*k*scale) {
 			t.Fatalf("dropout element %d: got %v/%v", e, out[e], mask[e])
+		}
+	}
+}
+
+// The float32 dropout fast path (AVX2 lanes where the CPU has them) against the per-element
+// definition for keep probabilities at and near the ends, inputs with infinities, NaNs,
+// signed zeros and subnormals, lengths with partial vectors, and 1 and 2 workers.
+func TestDropoutF32EdgesMatchDefinition(t *testing.T) {
+	s := Stream{Seed: 0xfeed, Offset: 0x1234}
+	specials := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0,
+		float32(math.Copysign(0, -1)), 1e-45, -3e-39, 3.4e38, -1.5}
+	for _, n := range []int{1, 7, 37, 4096 + 13, 60001} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = specials[i%len(specials)] * float32(1+i%3)
+		}
+		for _, p := range []float64{0, 1e-9, 0.1, 0.5, 0.9999999, 1} {
+			scale := 0.0
+			if p < 1 {
+				scale = float64(float32(1 / (1 - p)))
+			}
+			var prev []float32
+			for _, w := range []int{1, 2} {
+				out, mask := make([]float32, n), make([]uint8, n)
+				mk := func(ptr unsafe.Pointer, dt DType) Tensor {
+					return Tensor{Ptr: ptr, DType: dt, Sizes: []int64{int64(n)}, Strides: []int64{1}}
+				}
+				old := SetThreads(w)
+				err := Dropout(mk(unsafe.Pointer(&out[0]), Float32), mk(unsafe.Pointer(&mask[0]), Bool),
+					mk(unsafe.Pointer(&x[0]), Float32), s, p)
+				SetThreads(old)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for e := 0; e < n; e++ {
+					u := float64(s.Block(uint64(e / 4))[e%4]) * 0x1p-32
+					k := 0.0
+					if u < 1-p {
+						k = 1
+					}
+					want := float32(float64(x[e]) * k * scale)
+					if mask[e] != uint8(k) || math.Float32bits(out[e]) != math.Float32bits(want) &&
+						!(want != want && out[e] != out[e]) {
+						t.Fatalf("n %d p %v element %d (x %v): got %v/%v, want %v/%v", n, p, e, x[e], out[e], mask[e], want, k)
+					}
+				}
+				if prev != nil {
+					for e := range out {
+						if math.Float32bits(out[e]) != math.Float32bits(prev[e]) {
+							t.Fatalf("n %d p %v: 1 and 2 workers differ at %d", n, p, e)
+						}
+					}
+				}
+				prev = out
+			}
 		}
 	}
 }
