@@ -22,8 +22,23 @@ import (
 var f32SmallOn = f32SmallCPU && os.Getenv("HPUSIM_F32SMALL") != "0"
 
 // f32SmallMax bounds m*n*k: past it OpenBLAS's cache blocking (and its own threads from
-// 2^24) win.
+// 2^24) win, except for the shallow products below.
 const f32SmallMax = 1 << 22
+
+// f32SmallMidMax and f32SmallMidK: products up to 2^24 whose k is at most 256 run on the
+// small kernel too. A 16-column strip of op(B) is then at most 16 KiB (in L1) and every
+// 6-row tile of A streams through once per strip; OpenBLAS's packing of A buys nothing at
+// that depth. Measured on the 2-core AVX2 machine (TestF32SmallTimings, one worker, medians
+// of 60 interleaved rounds at loads 1-6) on the bench transformer's linear layers
+// (1024 rows): forward 1024x256x64 388 vs OpenBLAS 416 us, 1024x64x256 386 vs 441,
+// 1024x192x64 294 vs 323, 1024x64x64 100 vs 109 (plus the bias in the epilogue instead of
+// a copy of self into C); input gradients 1024x256x64 446 vs 509, 1024x64x256 386 vs 461.
+// The weight gradients (k = 1024, A read transposed) stay on OpenBLAS: 449-540 vs
+// 438-478 us.
+const (
+	f32SmallMidMax = 1 << 24
+	f32SmallMidK   = 256
+)
 
 // f32SmallMaxK bounds k: each 16-column strip of B (64 bytes a k) is reread for every
 // 6-row tile, and should stay within L2.
@@ -50,7 +65,12 @@ var f32SmallCalls, f32SmallBiasCalls atomic.Int64
 // float32 GEMMs run on the AVX-512 micro-kernel keep it.
 func useF32Small(m, n, k int) bool {
 	return f32SmallOn && m >= 4 && n >= 8 && k >= 1 && k <= f32SmallMaxK &&
-		float64(m)*float64(n)*float64(k) < f32SmallMax && !useF32Dot[float32](m, n, k)
+		f32SmallSize(float64(m)*float64(n)*float64(k), k) && !useF32Dot[float32](m, n, k)
+}
+
+// f32SmallSize: the product size (mnk = m*n*k) the small kernel takes.
+func f32SmallSize(mnk float64, k int) bool {
+	return mnk < f32SmallMax || k <= f32SmallMidK && mnk <= f32SmallMidMax
 }
 
 // f32SmallGemm computes row-major C = alpha*op(A) op(B) + beta*C (beta 0: C is not read),

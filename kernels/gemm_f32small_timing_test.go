@@ -13,7 +13,7 @@ import (
 	"unsafe"
 )
 
-// TestF32SmallTimings (HPUSIM_GEMM_TIMINGS=1) times the MLP's eight products and the
+// TestF32SmallTimings (HPUSIM_GEMM_TIMINGS=1, or =transformer for the bench transformer's shapes) times the MLP's eight products and the
 // transformer's mid-sized ones on OpenBLAS (one call, one thread; split over the workers;
 // OpenBLAS's own two threads) and on the small kernel (1 and 2 workers), the variants
 // interleaved round by round; it prints each one's median in µs.
@@ -35,6 +35,14 @@ func TestF32SmallTimings(t *testing.T) {
 		{"256x256x64", false, true, 256, 256, 64, 0}, {"256x64x256", false, false, 256, 64, 256, 0},
 		{"64x64x1024 tA", true, false, 64, 64, 1024, 0}, {"128x128x256", false, false, 128, 128, 256, 0},
 		{"512x64x64 tB", false, true, 512, 64, 64, 1}, {"256x192x64 tB", false, true, 256, 192, 64, 1},
+	}
+	if os.Getenv("HPUSIM_GEMM_TIMINGS") == "transformer" { // the bench transformer's linear layers
+		shapes = []shape{
+			{"ff1 fwd", false, true, 1024, 256, 64, 1}, {"ff2 fwd", false, true, 1024, 64, 256, 1},
+			{"qkv fwd", false, true, 1024, 192, 64, 1}, {"proj fwd", false, true, 1024, 64, 64, 1},
+			{"ff2 dX", false, false, 1024, 256, 64, 0}, {"ff1 dX", false, false, 1024, 64, 256, 0},
+			{"ff2 dW", true, false, 64, 256, 1024, 0}, {"ff1 dW", true, false, 256, 64, 1024, 0},
+		}
 	}
 	if s := os.Getenv("HPUSIM_GEMM_SHAPE"); s != "" {
 		var m, n, k int
