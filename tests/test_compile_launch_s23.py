@@ -226,3 +226,5 @@ def test_direct_path_calls_the_fastcall_entry(runner_calls):
     assert go((x.to("hpu")[:16],), 0) is None  # not the captured shape: nothing ran
     with pytest.raises(TypeError):
         _recipe._recipe_c().run_fast(runner._entry[0]._fast, (x.to("hpu"),))
+    with pytest.raises(TypeError):  # not a RecipeCall: pybind11's TypeError, not a RuntimeError
+        _recipe._recipe_c().run_fast(object(), (x.to("hpu"),), 0)

@@ -498,7 +498,8 @@ class ReplayCache {
 // function, without pybind11's dispatcher and argument casters (~0.4 us of a cached
 // compiled graph's ~3 us recipe call); fast_runtime's direct path calls it through a
 // functools.partial bound to the RecipeCall. Exceptions become the Python ones pybind11
-// would raise (RuntimeError for the core's errors, IndexError for class-target checks).
+// would raise (torch's c10 error classes as torch translates them: RuntimeError for the
+// core's errors, IndexError for class-target checks, ValueError, TypeError, ...).
 PyObject* run_fast(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 3) {
     PyErr_SetString(PyExc_TypeError, "run_fast(call, inputs, launch)");
@@ -511,10 +512,18 @@ PyObject* run_fast(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) 
     return rc->run(args[1], static_cast<int>(launch), 0, 0).release().ptr();
   } catch (py::error_already_set& e) {
     e.restore();
+  } catch (const py::cast_error& e) {  // call is not a RecipeCall: pybind11's dispatcher says TypeError
+    PyErr_SetString(PyExc_TypeError, e.what());
   } catch (py::builtin_exception& e) {
     e.set_error();
   } catch (const c10::IndexError& e) {
     PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+  } catch (const c10::ValueError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+  } catch (const c10::TypeError& e) {
+    PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
+  } catch (const c10::NotImplementedError& e) {
+    PyErr_SetString(PyExc_NotImplementedError, e.what_without_backtrace());
   } catch (const c10::Error& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
   } catch (const std::exception& e) {
